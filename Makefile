@@ -1,0 +1,39 @@
+# Bootstrap: a project-local virtualenv with pinned requirements, then the project (editable).
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench airflow clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip==26.3"
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/lakehouse demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+# Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
+airflow: $(STAMP)
+	$(VENV)/bin/lakehouse airflow db migrate
+	@echo "Airflow UI: http://localhost:8080  (user: admin; the password is printed by 'standalone' below and kept in $${AIRFLOW_HOME:-$(CURDIR)/airflow_home}/simple_auth_manager_passwords.json.generated)"
+	$(VENV)/bin/lakehouse airflow standalone
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) bench/backfill_vs_batch.py
+	$(PY) bench/quality_1m.py
+	$(PY) bench/dag_parse.py
+
+clean:
+	rm -rf lakehouse airflow_home .pytest_cache

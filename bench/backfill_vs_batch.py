@@ -1,0 +1,95 @@
+"""Benchmark: a 1M-event backfill (bronze -> silver -> gold_user_activity_5m, available-now streaming)
+against an equivalent Spark batch job on the same input, in one run and one SparkSession.
+
+    .venv/bin/python bench/backfill_vs_batch.py [--events 1000000] [--files 10]
+
+The batch job applies the same transforms (parse + quarantine split, dropDuplicates, 5-minute windows)
+to the whole input at once and writes the same three Delta tables through the same delta-rs commit path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from include import delta_store  # noqa: E402
+from include.generator import GeneratorConfig, write_landing  # noqa: E402
+from include.registry import QUARANTINE_SCHEMA, Trigger, load_registry  # noqa: E402
+from include.settings import load_settings  # noqa: E402
+from include.spark_session import get_spark  # noqa: E402
+from spark_jobs.runner import _routes, configure_session, run_job  # noqa: E402
+from spark_jobs.transforms import parse_json, window_aggregate  # noqa: E402
+
+JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
+
+
+def batch_pipeline(spark, settings, registry, landing: Path) -> None:
+    bronze_job, silver_job, gold_job = (registry.job(j) for j in JOBS)
+    configure_session(spark, gold_job, gold_job.state_store.shuffle_partitions)
+    raw = spark.read.format("text").load(str(landing))
+    parsed = parse_json(raw, bronze_job).toArrow()
+    for table, rows, _ in _routes(bronze_job, parsed):
+        schema = QUARANTINE_SCHEMA if table == bronze_job.sink.quarantine_table else bronze_job.output_schema
+        delta_store.ensure_table(settings.table_path(table), schema)
+        delta_store.commit_batch(settings.table_path(table), rows, app_id="bench", batch_id=0)
+    bronze = spark.createDataFrame(delta_store.read_table(settings.table_path("bronze/clickstream")))
+    silver = bronze.dropDuplicates(list(silver_job.transform["keys"])).toArrow()
+    delta_store.ensure_table(settings.table_path("silver/clickstream"), silver_job.output_schema)
+    delta_store.commit_batch(settings.table_path("silver/clickstream"), silver, app_id="bench", batch_id=0)
+    gold = window_aggregate(spark.createDataFrame(silver), gold_job).toArrow()
+    delta_store.ensure_table(settings.table_path("gold/user_activity_5m"), gold_job.output_schema)
+    delta_store.commit_batch(settings.table_path("gold/user_activity_5m"), gold, app_id="bench", batch_id=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=10)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    base = load_settings()
+    registry = load_registry(base.registry_path)
+    streaming, batch = replace(base, root=work / "streaming"), replace(base, root=work / "batch")
+    started = time.perf_counter()
+    landed = write_landing(streaming.landing_dir("clickstream"), "clickstream",
+                           GeneratorConfig(events=args.events, seed=1, files=args.files))
+    generate_seconds = time.perf_counter() - started
+    shutil.copytree(streaming.landing_dir("clickstream"), batch.landing_dir("clickstream"))
+    spark = get_spark(base, app_name="lakehouse-bench")
+    spark.range(1000).count()  # warm up the JVM before timing
+
+    started = time.perf_counter()
+    for job_id in JOBS:
+        run_job(spark, streaming, registry, job_id, Trigger(available_now=True))
+    streaming_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    batch_pipeline(spark, batch, registry, batch.landing_dir("clickstream"))
+    batch_seconds = time.perf_counter() - started
+
+    result = {
+        "events": args.events, "lines": landed.lines, "files": args.files,
+        "generate_seconds": round(generate_seconds, 1),
+        "streaming_backfill_seconds": round(streaming_seconds, 1),
+        "batch_seconds": round(batch_seconds, 1),
+        "ratio": round(streaming_seconds / batch_seconds, 2),
+        "gold_rows_streaming": delta_store.count_rows(streaming.table_path("gold/user_activity_5m")),
+        "gold_rows_batch": delta_store.count_rows(batch.table_path("gold/user_activity_5m")),
+    }
+    print(json.dumps(result, indent=2))
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Benchmark: validate a 1M-row windowed gold table (and its 1M silver events) with the quality suite.
+
+    .venv/bin/python bench/quality_1m.py [--users 10000] [--windows 100]
+
+Prints the seconds of `run_quality` for gold/user_activity_5m (goal: <= 15 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from include import delta_store  # noqa: E402
+from include.quality import run_quality  # noqa: E402
+from include.registry import load_registry  # noqa: E402
+from include.settings import load_settings  # noqa: E402
+
+START = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--windows", type=int, default=100)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    settings = replace(load_settings(), root=Path(tempfile.mkdtemp(prefix="lakehouse-dq-bench-")))
+    registry = load_registry(settings.registry_path)
+    n = args.users * args.windows
+    users = np.tile(np.array([f"user_{u:05d}" for u in range(args.users)]), args.windows)
+    starts = np.repeat(START + 300 * np.arange(args.windows), args.users)
+    event_times = starts + 60
+    micros = pa.timestamp("us", tz="UTC")
+    silver = pa.table({
+        "event_id": pa.array([f"e{i}" for i in range(n)]), "user_id": users, "event_type": pa.array(["click"] * n),
+        "value": np.ones(n), "event_time": pa.array(event_times * 1_000_000, micros),
+        "_source_file": pa.array(["bench"] * n), "_ingested_at": pa.array(event_times * 1_000_000, micros),
+    })
+    gold = pa.table({
+        "window_start": pa.array(starts * 1_000_000, micros), "window_end": pa.array((starts + 300) * 1_000_000, micros),
+        "user_id": users, "event_count": np.ones(n, dtype=np.int64), "total_value": np.ones(n),
+    })
+    for table, data in (("silver/clickstream", silver), ("gold/user_activity_5m", gold)):
+        delta_store.ensure_table(settings.table_path(table), registry.table_schemas[table])
+        delta_store.commit_batch(settings.table_path(table), data, app_id="bench", batch_id=0)
+    started = time.perf_counter()
+    report = run_quality(settings, registry, ["gold/user_activity_5m"], full=True)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"gold_rows": n, "seconds": round(seconds, 1), "blocking_failures": len(report.blocking_failures),
+                      "failed": sorted({r.expectation for r in report.results if not r.success})}, indent=2))
+    shutil.rmtree(settings.root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

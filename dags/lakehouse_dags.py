@@ -1,0 +1,198 @@
+"""The lakehouse DAGs, built from the job registry (include/jobs.yaml).
+
+- `lakehouse_backfill`: every job with the available-now trigger, in dependency order, then quality.
+- `lakehouse_live`: keeps the live jobs running with their processing-time triggers.
+- `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG, AssetAny, Param, task
+
+from include.airflow_support import (
+    QUALITY_DOC,
+    LakehouseSparkSubmitOperator,
+    default_args,
+    job_doc,
+    load,
+    table_asset,
+    validate_tables,
+    windowed_tables,
+)
+
+SETTINGS, REGISTRY = load()
+START = datetime(2026, 1, 1)
+
+BACKFILL_DOC = f"""
+# lakehouse_backfill
+
+Catches every streaming job up with an **available-now** trigger: each job processes what has
+landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}), and stops.
+
+- **Schedule**: hourly, no catch-up, one active run at a time.
+- **Touches**: the Delta tables under `{SETTINGS.root}` (each is an Airflow Asset updated by the
+  task that writes it) and each job's checkpoint under `{SETTINGS.root / "_checkpoints"}`.
+- **Ends with** `quality_check`: the Great Expectations suites of the gold tables it wrote; a blocking
+  failure fails the run (the task's "Data quality report" link opens the report).
+- **Manual runs**: set the `jobs` param to run a subset (the others are skipped; jobs downstream of a
+  skipped job still run on what their upstream table already holds).
+- **Recovering**: clear the failed task. Jobs resume from their checkpoints and every micro-batch is
+  committed exactly once, so a rerun never duplicates rows. Failures are recorded in `_ops/alerts`.
+"""
+
+with DAG(
+    dag_id="lakehouse_backfill",
+    schedule="@hourly",
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(SETTINGS),
+    tags=["lakehouse", "backfill", "spark"],
+    doc_md=BACKFILL_DOC,
+    params={
+        "jobs": Param(
+            [],
+            type="array",
+            items={"type": "string", "enum": list(REGISTRY.order)},
+            description="Jobs to run (empty: all of them, in dependency order).",
+        )
+    },
+) as backfill:
+    tasks = {}
+    for job_id in REGISTRY.order:
+        job = REGISTRY.jobs[job_id]
+        trigger = str(job.triggers["backfill"])
+        tasks[job_id] = LakehouseSparkSubmitOperator(
+            task_id=job_id,
+            job_id=job_id,
+            trigger=trigger,
+            settings=SETTINGS,
+            outlets=[table_asset(SETTINGS, t) for t in job.tables_written()],
+            trigger_rule="none_failed",
+            doc_md=job_doc(SETTINGS, REGISTRY, job, trigger),
+        )
+        for upstream in REGISTRY.upstream(job_id):
+            tasks[upstream] >> tasks[job_id]
+
+    @task(task_id="quality_check", trigger_rule="none_failed", doc_md=QUALITY_DOC)
+    def quality_check(params=None) -> str:
+        selected = (params or {}).get("jobs") or list(REGISTRY.order)
+        written = [REGISTRY.jobs[j].sink.table for j in selected if REGISTRY.jobs[j].transform_kind == "window_aggregate"]
+        return validate_tables(written)
+
+    check = quality_check()
+    for job_id in REGISTRY.order:
+        if REGISTRY.jobs[job_id].transform_kind == "window_aggregate":
+            tasks[job_id] >> check
+
+
+LIVE_JOBS = [job_id for job_id in REGISTRY.order if REGISTRY.jobs[job_id].live]
+LIVE_DOC = f"""
+# lakehouse_live
+
+Keeps the live jobs ({", ".join(LIVE_JOBS)}) running with their **processing-time** triggers.
+Every 5 minutes each task checks its job: is it running (checkpoint lease + heartbeat), is it
+healthy (batches not stalled, batch duration within the trigger interval, input rate not above
+processing rate, state not only growing, watermark advancing), and acts per the job's
+`supervision` policy in the registry: start it, restart it with exponential backoff, or alert.
+
+- **One writer per checkpoint, always**: a job holds a lease on its checkpoint while it runs; a second
+  start (overlapping runs, a restarted scheduler or worker) is refused and reported as `refused`.
+- **Stopping**: trigger this DAG with the `stop` param listing jobs: they stop at a batch boundary
+  and stay stopped (supervision does not restart them) until started again with the `start` param.
+- **Touches**: `_ops/heartbeats/`, `_ops/supervisor/`, `_ops/alerts`, job logs in `_ops/logs/` under
+  `{SETTINGS.root}`.
+- **Recovering**: a job that exhausted its restarts is `gave_up` and this task fails: read its log
+  in `_ops/logs/<job>.log`, fix the cause, then trigger with `start`.
+"""
+
+with DAG(
+    dag_id="lakehouse_live",
+    schedule="*/5 * * * *",
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args={**default_args(SETTINGS), "retries": 0},
+    tags=["lakehouse", "live", "spark", "supervision"],
+    doc_md=LIVE_DOC,
+    params={
+        "stop": Param([], type="array", items={"type": "string", "enum": LIVE_JOBS},
+                      description="Jobs to stop at their next batch boundary (they stay stopped)."),
+        "start": Param([], type="array", items={"type": "string", "enum": LIVE_JOBS},
+                       description="Stopped jobs to start again."),
+    },
+) as live:
+    for job_id in LIVE_JOBS:
+        job = REGISTRY.jobs[job_id]
+
+        @task(
+            task_id=f"supervise_{job_id}",
+            doc_md=f"Supervises `{job_id}` ({job.triggers['live']}): "
+            f"policy `{job.supervision.on_down}`, at most {job.supervision.max_restarts} consecutive restarts, "
+            f"backoff from {job.supervision.backoff_seconds}s. Fails when the job has `gave_up`.\n\n"
+            + job_doc(SETTINGS, REGISTRY, job, str(job.triggers["live"])),
+        )
+        def supervise(job_id: str = job_id, params=None, run_id=None) -> str:
+            from include import supervision
+            from include.airflow_support import load as load_registry
+
+            settings, registry = load_registry()
+            params = params or {}
+            if job_id in params.get("stop", []):
+                stopped = supervision.stop_job(settings, job_id, f"stop requested by lakehouse_live {run_id}",
+                                               wait_seconds=settings.stop_grace_seconds)
+                if not stopped:
+                    raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
+                return "stopped"
+            if job_id in params.get("start", []):
+                from include.lease import LeaseHeld
+
+                try:
+                    supervision.start_job(settings, registry, job_id)
+                except LeaseHeld as running:
+                    return f"already running: {running}"
+                return "started"
+            action = supervision.supervise_job(settings, registry, job_id, run_id=run_id or "")
+            if action == "gave_up":
+                raise RuntimeError(f"{job_id}: too many consecutive restarts; see _ops/logs/{job_id}.log")
+            return action
+
+        supervise()
+
+
+GOLD_TABLES = windowed_tables(REGISTRY)
+QUALITY_DAG_DOC = f"""
+# data_quality
+
+Runs the Great Expectations suites of the windowed gold tables ({", ".join(GOLD_TABLES)}) whenever
+one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on demand.
+
+- **Severity**: blocking expectations fail the task; warnings are recorded only. Every result goes
+  to `_ops/dq_results` (table, version range, expectation, success, observed value).
+- **Report**: Data Docs under `{SETTINGS.reports_dir / "data_docs"}`, served in the UI under
+  *Browse → Data quality reports* and linked from every task ("Data quality report").
+- **Incremental**: each run validates the Delta versions written since the last validation; set the
+  `full` param to validate every row.
+- **Recovering**: fix the data (or the job) and rerun; a failing expectation names its observed value.
+"""
+
+with DAG(
+    dag_id="data_quality",
+    schedule=AssetAny(*(table_asset(SETTINGS, t) for t in GOLD_TABLES)),
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(SETTINGS),
+    tags=["lakehouse", "quality", "great_expectations"],
+    doc_md=QUALITY_DAG_DOC,
+    params={"full": Param(False, type="boolean", description="Validate every row, not only new versions.")},
+) as data_quality:
+    for table in GOLD_TABLES:
+
+        @task(task_id=f"validate_{table.replace('/', '__')}", doc_md=QUALITY_DOC)
+        def validate(table: str = table, params=None) -> str:
+            return validate_tables([table], full=bool((params or {}).get("full")))
+
+        validate()

@@ -1,0 +1,1 @@
+"""The lakehouse library: settings, job registry, Delta storage, checkpoints, observability."""

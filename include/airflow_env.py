@@ -1,0 +1,65 @@
+"""The environment Airflow runs in for this project (no Airflow import here).
+
+Airflow reads its configuration from environment variables when it is imported, so every way of
+running it (`make airflow`, `lakehouse airflow ...`, `make demo`, the tests) builds it here.
+Connections come from the declarative file `include/airflow/connections.json` through Airflow's
+local-filesystem secrets backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from include.settings import REPO_ROOT, Settings
+
+CONNECTIONS_FILE = REPO_ROOT / "include" / "airflow" / "connections.json"
+DAGS_FOLDER = REPO_ROOT / "dags"
+PLUGINS_FOLDER = REPO_ROOT / "include" / "airflow" / "plugins"
+
+
+def airflow_home() -> Path:
+    """`AIRFLOW_HOME` if set, else `airflow_home/` in the repo (SQLite metadata DB, logs)."""
+    return Path(os.environ.get("AIRFLOW_HOME") or REPO_ROOT / "airflow_home").resolve()
+
+
+def airflow_environment(settings: Settings) -> dict[str, str]:
+    """os.environ plus what Airflow needs to run this project's DAGs on the embedded defaults."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(airflow_home()),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
+            "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
+            "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)}),
+            "LAKEHOUSE_ROOT": str(settings.root),
+            "LAKEHOUSE_REGISTRY": str(settings.registry_path),
+            "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p),
+        }
+    )
+    return env
+
+
+def airflow_command() -> list[str]:
+    return [str(Path(sys.executable).parent / "airflow")]
+
+
+def run_airflow(settings: Settings, args: list[str], log_file: Path) -> int:
+    """Run an `airflow` CLI command with the project's environment, output appended to `log_file`."""
+    import subprocess
+
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("a") as out:
+        out.write(f"\n$ airflow {' '.join(args)}\n")
+        out.flush()
+        return subprocess.run(
+            airflow_command() + args, env=airflow_environment(settings), cwd=REPO_ROOT,
+            stdout=out, stderr=subprocess.STDOUT, check=False,
+        ).returncode

@@ -1,0 +1,46 @@
+"""Reading facts out of a Structured Streaming checkpoint directory (without Spark)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def query_id(checkpoint: Path) -> str | None:
+    """The streaming query id stored in `<checkpoint>/metadata`; stable across restarts."""
+    try:
+        return json.loads((Path(checkpoint) / "metadata").read_text().splitlines()[0])["id"]
+    except (FileNotFoundError, IndexError, KeyError, json.JSONDecodeError):
+        return None
+
+
+def _batch_files(directory: Path) -> list[int]:
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def latest_offsets_batch(checkpoint: Path) -> int | None:
+    batches = _batch_files(Path(checkpoint) / "offsets")
+    return batches[-1] if batches else None
+
+
+def latest_committed_batch(checkpoint: Path) -> int | None:
+    batches = _batch_files(Path(checkpoint) / "commits")
+    return batches[-1] if batches else None
+
+
+def stored_conf(checkpoint: Path) -> dict[str, str]:
+    """The SQL confs Spark pinned in the checkpoint's latest offset log entry."""
+    batch = latest_offsets_batch(checkpoint)
+    if batch is None:
+        return {}
+    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
+    metadata = json.loads(lines[1]) if len(lines) > 1 else {}
+    return dict(metadata.get("conf", {}))
+
+
+def shuffle_partitions(checkpoint: Path) -> int | None:
+    """Shuffle partitions fixed in the checkpoint (state is partitioned by it), or None if new."""
+    value = stored_conf(checkpoint).get("spark.sql.shuffle.partitions")
+    return int(value) if value else None

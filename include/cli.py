@@ -1,0 +1,252 @@
+"""The `lakehouse` command line: generate, run, demo, summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from datetime import datetime
+
+from include.registry import RegistryError, Trigger, load_registry
+from include.settings import Settings, load_settings
+
+log = logging.getLogger("lakehouse")
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "deltalake", "great_expectations"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _trigger(text: str) -> Trigger:
+    try:
+        return Trigger.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 timestamp: {text!r}") from exc
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"needs a UTC offset: {text!r}")
+    return moment
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakehouse", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write deterministic test data into landing/<source>/")
+    gen.add_argument("--source", required=True)
+    gen.add_argument("--events", type=_positive_int, required=True)
+    gen.add_argument("--seed", type=int, required=True)
+    gen.add_argument("--files", type=_positive_int, default=10)
+    gen.add_argument("--start", type=_timestamp, help="event time of the first event (default 2026-01-01T00:00:00Z)")
+    gen.add_argument("--events-per-minute", type=float, default=20.0)
+    gen.add_argument("--duplicate-fraction", type=_fraction, default=0.02)
+    gen.add_argument("--out-of-order-fraction", type=_fraction, default=0.05)
+    gen.add_argument("--late-fraction", type=_fraction, default=0.01)
+    gen.add_argument("--malformed-fraction", type=_fraction, default=0.01)
+
+    run = sub.add_parser("run", help="run one registry job as a streaming query")
+    run.add_argument("job")
+    run.add_argument("--trigger", type=_trigger, default=None,
+                     help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
+    run.add_argument("--shuffle-partitions", type=_positive_int, default=None)
+
+    demo = sub.add_parser("demo", help="generate data, run every job available-now, print the summary")
+    demo.add_argument("--events", type=_positive_int, default=20000)
+    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--files", type=_positive_int, default=10)
+    demo.add_argument("--direct", action="store_true",
+                      help="run the jobs in this process instead of through Airflow's lakehouse_backfill")
+
+    airflow = sub.add_parser("airflow", help="run an airflow command with this project's DAGs and connections")
+    airflow.add_argument("airflow_args", nargs=argparse.REMAINDER)
+
+    sub.add_parser("summary", help="rows per table, state rows, quarantined lines")
+
+    quality = sub.add_parser("quality", help="Great Expectations checks of the windowed gold tables")
+    quality_sub = quality.add_subparsers(dest="quality_command", required=True)
+    quality_run = quality_sub.add_parser("run", help="validate (new versions of) the gold tables")
+    quality_run.add_argument("tables", nargs="*", help="tables such as gold/user_activity_5m (default: all)")
+    quality_run.add_argument("--full", action="store_true", help="validate every row, not only new versions")
+
+    stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
+    stop.add_argument("job")
+    stop.add_argument("--reason", default="requested from the command line")
+    stop.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the job to stop")
+    return parser
+
+
+def _install_stop_handler() -> threading.Event:
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
+    from include.generator import DEFAULT_START, GeneratorConfig, write_landing
+
+    registry = load_registry(settings.registry_path)
+    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind == "landing"}
+    if args.source not in sources:
+        raise ValueError(f"unknown source {args.source!r}; the registry's landing sources: {sorted(sources)}")
+    config = GeneratorConfig(
+        events=args.events, seed=args.seed, files=args.files, start=args.start or DEFAULT_START,
+        events_per_minute=args.events_per_minute, duplicate_fraction=args.duplicate_fraction,
+        out_of_order_fraction=args.out_of_order_fraction, late_fraction=args.late_fraction,
+        malformed_fraction=args.malformed_fraction,
+    )
+    result = write_landing(settings.root / sources[args.source].path, args.source, config)
+    sys.stdout.write(json.dumps(result.summary(), indent=2) + "\n")
+    return 0
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from include import lease
+    from include.spark_session import get_spark
+    from spark_jobs.runner import run_job
+
+    registry = load_registry(settings.registry_path)
+    job = registry.job(args.job)
+    trigger = args.trigger or job.triggers["backfill"]
+    if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
+        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
+    stop = _install_stop_handler()
+    spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
+    result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
+                     stop_requested=stop)
+    log.info("job=%s %s (last batch %s)", result.job, result.status, result.last_batch)
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from include.generator import GeneratorConfig, write_landing
+    from include.summary import summarize
+
+    registry = load_registry(settings.registry_path)
+    stop = _install_stop_handler()
+    landing = {j.source.name: j.source.path for j in registry.jobs.values() if j.source.kind == "landing"}
+    for name, path in sorted(landing.items()):
+        config = GeneratorConfig(events=args.events, seed=args.seed, files=args.files)
+        write_landing(settings.root / path, name, config)
+    if args.direct:
+        from include.spark_session import get_spark
+        from spark_jobs.runner import run_job
+
+        spark = get_spark(settings, app_name="lakehouse-demo")
+        for job_id in registry.order:
+            if stop.is_set():
+                return 0
+            run_job(spark, settings, registry, job_id, Trigger(available_now=True), stop_requested=stop)
+        from include.quality import run_quality
+
+        sys.stdout.write(run_quality(settings, registry).render() + "\n")
+        failed_step = None
+    else:
+        from include.airflow_env import airflow_home, run_airflow
+
+        log_file = settings.reports_dir / "demo" / "airflow.log"
+        sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
+        failed_step = next((step for step in (["db", "migrate"], ["dags", "test", "lakehouse_backfill"])
+                            if run_airflow(settings, step, log_file) != 0), None)
+        if failed_step:
+            tail = "".join(log_file.read_text().splitlines(keepends=True)[-40:])
+            sys.stderr.write(f"{tail}\nlakehouse demo: `airflow {' '.join(failed_step)}` failed; log: {log_file}\n")
+    sys.stdout.write("\n" + summarize(settings, registry).render() + "\n")
+    sys.stdout.write(f"\nlakehouse root: {settings.root}\n")
+    return 1 if failed_step else 0
+
+
+def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
+    from include.airflow_env import airflow_command, airflow_environment
+
+    command = airflow_command() + list(args.airflow_args)
+    os.execvpe(command[0], command, airflow_environment(settings))
+    return 1  # not reached
+
+
+def cmd_summary(settings: Settings, args: argparse.Namespace) -> int:
+    from include.summary import summarize
+
+    sys.stdout.write(summarize(settings, load_registry(settings.registry_path)).render() + "\n")
+    return 0
+
+
+def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
+    from include.quality import run_quality
+
+    report = run_quality(settings, load_registry(settings.registry_path), args.tables or None, full=args.full)
+    sys.stdout.write(report.render() + "\n")
+    return 1 if report.blocking_failures else 0
+
+
+def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
+    from include.supervision import stop_job
+
+    registry = load_registry(settings.registry_path)
+    stopped = stop_job(settings, registry.job(args.job).id, args.reason, wait_seconds=args.wait)
+    sys.stdout.write(f"{args.job}: {'stopped' if stopped else 'stop requested'}\n")
+    return 0 if stopped or not args.wait else 1
+
+
+COMMANDS = {
+    "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
+    "airflow": cmd_airflow, "quality": cmd_quality,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ValueError as exc:
+        sys.stderr.write(f"lakehouse: {exc}\n")
+        return 2
+    _configure_logging(settings)
+    from include.lease import LeaseHeld
+    from include.spark_session import JavaError
+
+    try:
+        return COMMANDS[args.command](settings, args)
+    except (RegistryError, JavaError, LeaseHeld, KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        sys.stderr.write(f"lakehouse {args.command}: {message}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Deterministic clickstream test data: JSON lines with duplicates, disorder, late and malformed lines.
+
+Each of the `events` records is an event or (with `malformed_fraction`) a malformed line; re-sent
+duplicates (an identical copy of an event, a few minutes of arrivals later) are extra lines.
+Arrival order is file order; event time runs at `events_per_minute` from `start`, except
+out-of-order events (up to 8 minutes behind, within the watermark) and late events (20 to 60
+minutes behind, beyond a 10-minute watermark).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
+OFFSETS = (timedelta(0), timedelta(hours=2), timedelta(hours=-5), timedelta(hours=5, minutes=30))
+MALFORMED_KINDS = ("broken_json", "missing_event_time", "unparseable_timestamp", "wrong_type", "missing_event_id")
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    events: int
+    seed: int
+    files: int = 10
+    start: datetime = DEFAULT_START
+    events_per_minute: float = 20.0
+    users: int | None = None
+    duplicate_fraction: float = 0.02
+    out_of_order_fraction: float = 0.05
+    late_fraction: float = 0.01
+    malformed_fraction: float = 0.01
+
+    def validate(self) -> None:
+        if self.events < 1:
+            raise ValueError("--events must be at least 1")
+        if self.files < 1:
+            raise ValueError("--files must be at least 1")
+        if self.events_per_minute <= 0:
+            raise ValueError("--events-per-minute must be positive")
+        for name in ("duplicate_fraction", "out_of_order_fraction", "late_fraction", "malformed_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be between 0 and 1, got {value}")
+        if self.out_of_order_fraction + self.late_fraction + self.malformed_fraction > 1.0:
+            raise ValueError("out-of-order, late and malformed fractions add up to more than 1")
+        if self.start.tzinfo is None:
+            raise ValueError("--start needs a UTC offset, e.g. 2026-01-01T00:00:00+00:00")
+
+
+@dataclass
+class GenerationResult:
+    files: list[Path]
+    lines: int
+    kinds: Counter = field(default_factory=Counter)
+
+    def summary(self) -> dict:
+        return {"files": [str(f) for f in self.files], "lines": self.lines, "kinds": dict(self.kinds)}
+
+
+def _iso(moment: datetime, rng: random.Random) -> str:
+    offset = rng.choice(OFFSETS)
+    local = moment.astimezone(timezone(offset))
+    text = local.isoformat()
+    return text.replace("+00:00", "Z") if offset == timedelta(0) and rng.random() < 0.5 else text
+
+
+def _malformed(event: dict, kind: str) -> str:
+    if kind == "broken_json":
+        text = json.dumps(event)
+        return text[: max(1, len(text) // 2)]
+    bad = dict(event)
+    if kind == "missing_event_time":
+        del bad["event_time"]
+    elif kind == "missing_event_id":
+        del bad["event_id"]
+    elif kind == "unparseable_timestamp":
+        bad["event_time"] = "not-a-timestamp"
+    elif kind == "wrong_type":
+        bad["value"] = "twelve"
+    return json.dumps(bad)
+
+
+def generate_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
+    """The lines in arrival order and how many of each kind were produced."""
+    config.validate()
+    rng = random.Random(config.seed)
+    users = config.users or max(5, config.events // 100)
+    seconds_per_event = 60.0 / config.events_per_minute
+    kinds: Counter = Counter()
+    lines: list[str] = []
+    resend: dict[int, list[str]] = {}
+    for i in range(config.events):
+        arrival = config.start + timedelta(seconds=int(i * seconds_per_event))
+        roll = rng.random()
+        if roll < config.late_fraction:
+            kind, event_time = "late", arrival - timedelta(seconds=rng.randint(20 * 60, 60 * 60))
+        elif roll < config.late_fraction + config.out_of_order_fraction:
+            kind, event_time = "out_of_order", arrival - timedelta(seconds=rng.randint(30, 8 * 60))
+        else:
+            kind, event_time = "on_time", arrival
+        event = {
+            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "user_id": f"user_{rng.randrange(users):05d}",
+            "event_type": rng.choice(EVENT_TYPES),
+            "value": rng.randrange(0, 400) / 4,  # quarter units: sums are exact in binary floating point
+            "event_time": _iso(event_time, rng),
+        }
+        if rng.random() < config.malformed_fraction:
+            malformed_kind = rng.choice(MALFORMED_KINDS)
+            kinds[f"malformed:{malformed_kind}"] += 1
+            lines.append(_malformed(event, malformed_kind))
+        else:
+            kinds[kind] += 1
+            line = json.dumps(event)
+            lines.append(line)
+            if rng.random() < config.duplicate_fraction:
+                due = i + rng.randint(1, max(1, int(5 * config.events_per_minute)))
+                resend.setdefault(due, []).append(line)
+        for duplicate in resend.pop(i, []):
+            kinds["duplicate"] += 1
+            lines.append(duplicate)
+    for due in sorted(resend):
+        for duplicate in resend[due]:
+            kinds["duplicate"] += 1
+            lines.append(duplicate)
+    return lines, kinds
+
+
+def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:
+    """Write the lines into `files` JSON-lines files, atomically, with increasing modification times."""
+    lines, kinds = generate_lines(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = [p.stat().st_mtime for p in directory.iterdir() if p.is_file()]
+    first_mtime = max([time.time() - config.files, *[m + 1 for m in existing]])
+    per_file = -(-len(lines) // config.files)
+    written: list[Path] = []
+    for index in range(config.files):
+        chunk = lines[index * per_file : (index + 1) * per_file]
+        if not chunk:
+            break
+        target = directory / f"{source}-s{config.seed}-{config.start:%Y%m%dT%H%M%S}-part{index:04d}.jsonl"
+        hidden = directory / f".{target.name}.tmp"  # Spark's file source ignores dot-files
+        hidden.write_text("\n".join(chunk) + "\n")
+        mtime = first_mtime + index
+        os.utime(hidden, (mtime, mtime))
+        hidden.replace(target)
+        written.append(target)
+    log.info("generated %d lines into %d files under %s", len(lines), len(written), directory)
+    return GenerationResult(files=written, lines=len(lines), kinds=kinds)

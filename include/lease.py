@@ -1,0 +1,135 @@
+"""At most one writer per checkpoint: a lease with expiry, held by the process running the job.
+
+The lease is `_checkpoints/<job>.lease` (beside the checkpoint, so a checkpoint reset keeps it).
+On one host an OS lock (flock) guards it, released by the kernel even on SIGKILL; the JSON body
+(owner pid, host, expiry renewed while the job runs) guards writers on other hosts that share the
+storage, and tells a refused starter who holds it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from include.files import read_json, write_json_atomically
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+DEFAULT_TTL_SECONDS = 60.0
+
+
+class LeaseHeld(RuntimeError):
+    """Another process holds the job's checkpoint lease."""
+
+
+def lease_path(settings: Settings, job_id: str) -> Path:
+    return settings.root / "_checkpoints" / f"{job_id}.lease"
+
+
+def read_lease(settings: Settings, job_id: str) -> dict | None:
+    return read_json(lease_path(settings, job_id))
+
+
+def describe_holder(job_id: str, owner: dict | None) -> str:
+    if not owner:
+        return f"job {job_id!r} is already running (another process holds its checkpoint lease)"
+    expires = datetime.fromtimestamp(owner["expires_at"], UTC).isoformat(timespec="seconds")
+    return (
+        f"job {job_id!r} is already running: pid {owner['pid']} on {owner['host']} holds its checkpoint "
+        f"lease since {owner['acquired_at']} (expires {expires} unless renewed); refusing a second writer"
+    )
+
+
+@dataclass
+class Lease:
+    job_id: str
+    path: Path
+    fd: int
+    ttl_seconds: float
+    acquired_at: str
+    renewed_at: float = 0.0
+
+    def renew(self, force: bool = False) -> None:
+        """Push the expiry forward; cheap to call often (writes at most every ttl/3 seconds)."""
+        now = time.time()
+        if not force and now - self.renewed_at < self.ttl_seconds / 3:
+            return
+        body = {
+            "job": self.job_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "acquired_at": self.acquired_at,
+            "expires_at": now + self.ttl_seconds,
+        }
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(body).encode(), 0)
+        self.renewed_at = now
+
+    def release(self) -> None:
+        try:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+        log.info("job=%s released its checkpoint lease", self.job_id)
+
+
+def acquire(settings: Settings, job_id: str, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> Lease:
+    """Take the job's lease or raise :class:`LeaseHeld` naming the current holder."""
+    path = lease_path(settings, job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    for attempt in range(10):  # a probe by is_held() holds a shared lock for microseconds
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt == 9:
+                os.close(fd)
+                raise LeaseHeld(describe_holder(job_id, read_lease(settings, job_id))) from None
+            time.sleep(0.05)
+    owner = read_lease(settings, job_id)
+    if owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time():
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        raise LeaseHeld(describe_holder(job_id, owner))
+    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"))
+    lease.renew(force=True)
+    log.info("job=%s acquired its checkpoint lease", job_id)
+    return lease
+
+
+def is_held(settings: Settings, job_id: str) -> bool:
+    """True while a process holds the lease: probes the lock (same host) or the expiry (other hosts)."""
+    path = lease_path(settings, job_id)
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    owner = read_lease(settings, job_id)
+    return bool(owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time())
+
+
+def stop_request_path(settings: Settings, job_id: str) -> Path:
+    return settings.root / "_ops" / "stop_requests" / f"{job_id}.json"
+
+
+def request_stop(settings: Settings, job_id: str, reason: str) -> Path:
+    """Ask the running job to stop at its next batch boundary."""
+    path = stop_request_path(settings, job_id)
+    write_json_atomically(path, {"job": job_id, "reason": reason, "requested_at": datetime.now(UTC).isoformat()})
+    return path

@@ -1,0 +1,530 @@
+"""The job registry: load `jobs.yaml`, validate it, and resolve every job's schemas and dependencies.
+
+Validation collects every problem and raises one :class:`RegistryError` whose lines each name the
+job (or source) and the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+COLUMN_TYPES = ("string", "double", "long", "int", "boolean", "timestamp", "date")
+TRANSFORM_KINDS = ("parse_json", "deduplicate", "window_aggregate")
+AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+SINK_MODES = ("append", "update")
+STATE_PROVIDERS = ("rocksdb", "hdfs")
+
+QUARANTINE_SCHEMA: dict[str, str] = {
+    "raw_line": "string",
+    "_source_file": "string",
+    "reason": "string",
+    "_ingested_at": "timestamp",
+}
+BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_JOB_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+_TABLE = re.compile(r"^[a-z_][a-z0-9_]*/[a-z_][a-z0-9_]*$")
+
+
+class RegistryError(ValueError):
+    """The registry is invalid; ``problems`` lists every finding."""
+
+    def __init__(self, problems: list[str], path: Path | None = None):
+        self.problems = problems
+        where = f" in {path}" if path else ""
+        super().__init__(f"invalid job registry{where}:\n  - " + "\n  - ".join(problems))
+
+
+def parse_duration(text: Any) -> int:
+    """Seconds in a duration such as ``"10 minutes"``; raises ValueError on anything else."""
+    match = _DURATION.match(str(text)) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"bad duration {text!r} (expected e.g. '30 seconds', '10 minutes', '1 hour')")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """`available-now` or `processing-time=<duration>`."""
+
+    available_now: bool
+    interval_seconds: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Trigger:
+        text = str(text).strip()
+        if text == "available-now":
+            return cls(available_now=True)
+        if text.startswith("processing-time="):
+            seconds = parse_duration(text.split("=", 1)[1])
+            if seconds <= 0:
+                raise ValueError("processing-time interval must be positive")
+            return cls(available_now=False, interval_seconds=seconds)
+        raise ValueError(f"bad trigger {text!r} (expected 'available-now' or 'processing-time=10 seconds')")
+
+    def __str__(self) -> str:
+        return "available-now" if self.available_now else f"processing-time={self.interval_seconds} seconds"
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: str  # "landing" or "delta"
+    name: str  # landing source name, or the upstream table
+    path: str  # relative to LAKEHOUSE_ROOT
+    format: str | None
+    schema: dict[str, str]
+    required: tuple[str, ...]
+    event_time: str | None
+    watermark_seconds: int | None
+    max_files_per_trigger: int | None
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    table: str
+    mode: str
+    merge_keys: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    quarantine_table: str | None = None
+
+
+@dataclass(frozen=True)
+class StateStoreSpec:
+    provider: str
+    changelog_checkpointing: bool
+    shuffle_partitions: int
+    min_batches_to_retain: int
+
+
+@dataclass(frozen=True)
+class SupervisionSpec:
+    """How `lakehouse_live` treats the job: restart or only alert when down, backoff, health limits."""
+
+    on_down: str = "restart"  # "restart" (with backoff) or "alert"
+    max_restarts: int = 5  # consecutive restarts before giving up (alerting only)
+    backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
+    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals
+    health_window_batches: int = 10  # batches looked at for state growth / watermark progress
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    id: str
+    description: str
+    source: SourceSpec
+    transform: dict[str, Any]
+    sink: SinkSpec
+    triggers: dict[str, Trigger]
+    state_store: StateStoreSpec
+    output_schema: dict[str, str]
+    live: bool
+    supervision: SupervisionSpec = SupervisionSpec()
+
+    @property
+    def transform_kind(self) -> str:
+        return self.transform["kind"]
+
+    def tables_written(self) -> list[str]:
+        return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
+
+
+@dataclass(frozen=True)
+class Registry:
+    jobs: dict[str, JobSpec]
+    order: tuple[str, ...]  # dependency order: upstream jobs first
+    table_schemas: dict[str, dict[str, str]]
+
+    def job(self, job_id: str) -> JobSpec:
+        if job_id not in self.jobs:
+            known = ", ".join(self.order)
+            raise KeyError(f"unknown job {job_id!r}; the registry has: {known}")
+        return self.jobs[job_id]
+
+    def upstream(self, job_id: str) -> list[str]:
+        """Jobs whose tables `job_id` reads."""
+        source = self.job(job_id).source
+        if source.kind != "delta":
+            return []
+        return [j.id for j in self.jobs.values() if source.name in j.tables_written()]
+
+    def writer_of(self, table: str) -> JobSpec | None:
+        return next((j for j in self.jobs.values() if table in j.tables_written()), None)
+
+
+def load_registry(path: Path) -> Registry:
+    """Load and validate the registry at `path`."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise RegistryError([f"registry file not found: {path}"]) from exc
+    except yaml.YAMLError as exc:
+        raise RegistryError([f"not valid YAML: {exc}"], path) from exc
+    return build_registry(raw, path)
+
+
+def build_registry(raw: Any, path: Path | None = None) -> Registry:
+    """Validate a parsed registry document."""
+    problems: list[str] = []
+    if not isinstance(raw, dict):
+        raise RegistryError(["the registry must be a mapping with 'sources' and 'jobs'"], path)
+    unknown_top = set(raw) - {"defaults", "sources", "jobs"}
+    if unknown_top:
+        problems.append(f"unknown top-level keys: {sorted(unknown_top)}")
+    defaults = raw.get("defaults") or {}
+    sources = _validate_sources(raw.get("sources") or {}, problems)
+    raw_jobs = raw.get("jobs") or {}
+    if not isinstance(raw_jobs, dict) or not raw_jobs:
+        problems.append("'jobs' must be a non-empty mapping of job id to job")
+        raise RegistryError(problems, path)
+
+    writers: dict[str, str] = {}
+    for job_id, job in raw_jobs.items():
+        for table in _declared_tables(job):
+            if table in writers:
+                problems.append(f"job {job_id!r}: sink table {table!r} is already written by job {writers[table]!r}")
+            else:
+                writers.setdefault(table, job_id)
+
+    order = _dependency_order(raw_jobs, writers, problems)
+    jobs: dict[str, JobSpec] = {}
+    table_schemas: dict[str, dict[str, str]] = {}
+    for job_id in order:
+        spec, output_schema = _validate_job(
+            job_id, raw_jobs[job_id], defaults, sources, table_schemas, writers, problems
+        )
+        if spec is not None:
+            jobs[job_id] = spec
+        # An invalid job's output schema still lets its downstream jobs be checked.
+        table = _declared_tables(raw_jobs[job_id])
+        if output_schema and table and table[0] not in table_schemas:
+            table_schemas[table[0]] = output_schema
+        if spec is not None and spec.sink.quarantine_table:
+            table_schemas[spec.sink.quarantine_table] = dict(QUARANTINE_SCHEMA)
+    if problems:
+        raise RegistryError(problems, path)
+    return Registry(jobs=jobs, order=tuple(order), table_schemas=table_schemas)
+
+
+def _declared_tables(job: Any) -> list[str]:
+    sink = job.get("sink") if isinstance(job, dict) else None
+    if not isinstance(sink, dict):
+        return []
+    return [t for t in (sink.get("table"), sink.get("quarantine_table")) if isinstance(t, str)]
+
+
+def _dependency_order(raw_jobs: dict, writers: dict[str, str], problems: list[str]) -> list[str]:
+    """Topological order of jobs (upstream first); reports cycles."""
+    deps: dict[str, str | None] = {}
+    for job_id, job in raw_jobs.items():
+        source = job.get("source") if isinstance(job, dict) else None
+        table = source.get("table") if isinstance(source, dict) else None
+        deps[job_id] = writers.get(table) if table else None
+
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(job_id: str, trail: list[str]) -> None:
+        if state.get(job_id) == "done":
+            return
+        if state.get(job_id) == "visiting":
+            cycle = trail[trail.index(job_id):] + [job_id]
+            problems.append(f"job {job_id!r}: source.table forms a cycle: {' -> '.join(cycle)}")
+            return
+        state[job_id] = "visiting"
+        upstream = deps[job_id]
+        if upstream is not None:
+            visit(upstream, trail + [job_id])
+        state[job_id] = "done"
+        order.append(job_id)
+
+    for job_id in raw_jobs:
+        visit(job_id, [])
+    return order
+
+
+def _validate_sources(raw: Any, problems: list[str]) -> dict[str, dict[str, Any]]:
+    if not isinstance(raw, dict):
+        problems.append("'sources' must be a mapping of source name to source")
+        return {}
+    sources: dict[str, dict[str, Any]] = {}
+    for name, src in raw.items():
+        where = f"source {name!r}"
+        if not isinstance(src, dict):
+            problems.append(f"{where}: must be a mapping")
+            continue
+        fmt = src.get("format", "json")
+        if fmt != "json":
+            problems.append(f"{where}: format: {fmt!r} is not supported (supported: json)")
+        schema = _validate_schema(src.get("schema"), f"{where}: schema", problems)
+        event_time = src.get("event_time")
+        if event_time is not None and event_time not in schema:
+            problems.append(f"{where}: event_time: unknown column {event_time!r}")
+        elif event_time is not None and schema.get(event_time) != "timestamp":
+            problems.append(f"{where}: event_time: column {event_time!r} must be a timestamp")
+        required = src.get("required") or []
+        for column in required:
+            if column not in schema:
+                problems.append(f"{where}: required: unknown column {column!r}")
+        sources[name] = {
+            "path": src.get("path", f"landing/{name}"),
+            "format": fmt,
+            "schema": schema,
+            "required": tuple(required),
+            "event_time": event_time,
+        }
+    return sources
+
+
+def _validate_schema(raw: Any, where: str, problems: list[str]) -> dict[str, str]:
+    if not isinstance(raw, dict) or not raw:
+        problems.append(f"{where}: must be a non-empty mapping of column to type")
+        return {}
+    for column, ctype in raw.items():
+        if ctype not in COLUMN_TYPES:
+            problems.append(f"{where}: column {column!r} has unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _validate_job(
+    job_id: str,
+    job: Any,
+    defaults: dict,
+    sources: dict[str, dict[str, Any]],
+    table_schemas: dict[str, dict[str, str]],
+    writers: dict[str, str],
+    problems: list[str],
+) -> tuple[JobSpec | None, dict[str, str] | None]:
+    """The job's spec (None when invalid) and its output schema (None when unknowable)."""
+    where = f"job {job_id!r}"
+    if not _JOB_ID.match(str(job_id)):
+        problems.append(f"{where}: id must be lowercase letters, digits and underscores")
+    if not isinstance(job, dict):
+        problems.append(f"{where}: must be a mapping")
+        return None, None
+    unknown = set(job) - {"description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision"}
+    if unknown:
+        problems.append(f"{where}: unknown fields {sorted(unknown)}")
+    before = len(problems)
+    source = _validate_source(where, job.get("source"), sources, table_schemas, writers, problems)
+    transform = job.get("transform") if isinstance(job.get("transform"), dict) else None
+    if transform is None:
+        problems.append(f"{where}: transform: must be a mapping with a 'kind'")
+    if source is None or transform is None:
+        return None, None
+    output_schema = _validate_transform(where, transform, source, problems)
+    sink = _validate_sink(where, job.get("sink"), transform, output_schema, problems)
+    triggers = _validate_triggers(where, {**defaults.get("triggers", {}), **(job.get("triggers") or {})}, problems)
+    state_store = _validate_state_store(
+        where, {**defaults.get("state_store", {}), **(job.get("state_store") or {})}, problems
+    )
+    supervision = _validate_supervision(
+        where, {**defaults.get("supervision", {}), **(job.get("supervision") or {})}, problems
+    )
+    if len(problems) > before or sink is None or state_store is None:
+        return None, output_schema
+    spec = JobSpec(
+        id=job_id,
+        description=str(job.get("description", "")).strip(),
+        source=source,
+        transform=transform,
+        sink=sink,
+        triggers=triggers,
+        state_store=state_store,
+        output_schema=output_schema,
+        live=bool(job.get("live", True)),
+        supervision=supervision,
+    )
+    return spec, output_schema
+
+
+def _validate_source(where, raw, sources, table_schemas, writers, problems) -> SourceSpec | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: source: must be a mapping with 'landing' or 'table'")
+        return None
+    unknown = set(raw) - {"landing", "table", "max_files_per_trigger", "watermark", "event_time"}
+    if unknown:
+        problems.append(f"{where}: source: unknown fields {sorted(unknown)}")
+    max_files = raw.get("max_files_per_trigger")
+    if max_files is not None and (not isinstance(max_files, int) or isinstance(max_files, bool) or max_files < 1):
+        problems.append(f"{where}: source.max_files_per_trigger: must be a positive integer, got {max_files!r}")
+        max_files = None
+    watermark = None
+    if raw.get("watermark") is not None:
+        try:
+            watermark = parse_duration(raw["watermark"])
+        except ValueError as exc:
+            problems.append(f"{where}: source.watermark: {exc}")
+    if ("landing" in raw) == ("table" in raw):
+        problems.append(f"{where}: source: give exactly one of 'landing' (a source name) or 'table'")
+        return None
+    if "landing" in raw:
+        name = raw["landing"]
+        if name not in sources:
+            problems.append(f"{where}: source.landing: unknown source {name!r} (known: {sorted(sources)})")
+            return None
+        src = sources[name]
+        kind, path, fmt, schema = "landing", src["path"], src["format"], dict(src["schema"])
+        required, event_time = src["required"], raw.get("event_time", src["event_time"])
+    else:
+        name = raw["table"]
+        if name not in writers:
+            problems.append(f"{where}: source.table: {name!r} is not written by any job in the registry")
+            return None
+        if name not in table_schemas:
+            return None  # its writer is invalid or part of a cycle; already reported
+        kind, path, fmt, schema, required = "delta", name, None, dict(table_schemas[name]), ()
+        event_time = raw.get("event_time") or ("event_time" if schema.get("event_time") == "timestamp" else None)
+    if event_time is not None and schema.get(event_time) != "timestamp":
+        problems.append(f"{where}: source.event_time: {event_time!r} is not a timestamp column of the source")
+    return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, max_files)
+
+
+def _validate_transform(where: str, transform: dict, source: SourceSpec, problems: list[str]) -> dict[str, str]:
+    kind = transform.get("kind")
+    schema = source.schema
+    if kind not in TRANSFORM_KINDS:
+        problems.append(f"{where}: transform.kind: unknown kind {kind!r} (known: {', '.join(TRANSFORM_KINDS)})")
+        return {}
+    if kind == "parse_json":
+        if source.kind != "landing":
+            problems.append(f"{where}: transform.kind: parse_json needs a landing source")
+        return {**schema, **BRONZE_EXTRA_COLUMNS}
+    if source.watermark_seconds is None or source.event_time is None:
+        problems.append(f"{where}: source.watermark: the {kind} transform needs an event-time watermark")
+    keys = transform.get("keys")
+    if not isinstance(keys, list) or not keys:
+        problems.append(f"{where}: transform.keys: must be a non-empty list of columns")
+        keys = []
+    for key in keys:
+        if key not in schema:
+            problems.append(f"{where}: transform.keys: unknown column {key!r}")
+    if kind == "deduplicate":
+        return dict(schema)
+    return _window_schema(where, transform, schema, keys, problems)
+
+
+def _window_schema(where: str, transform: dict, schema: dict, keys: list, problems: list[str]) -> dict[str, str]:
+    try:
+        window = parse_duration(transform.get("window"))
+    except ValueError as exc:
+        problems.append(f"{where}: transform.window: {exc}")
+        window = None
+    if transform.get("slide") is not None:
+        try:
+            slide = parse_duration(transform["slide"])
+            if window and (slide > window or window % slide):
+                problems.append(f"{where}: transform.slide: must divide the window ({transform['slide']!r})")
+        except ValueError as exc:
+            problems.append(f"{where}: transform.slide: {exc}")
+    output = {"window_start": "timestamp", "window_end": "timestamp"}
+    output.update({k: schema.get(k, "string") for k in keys})
+    aggregations = transform.get("aggregations")
+    if not isinstance(aggregations, dict) or not aggregations:
+        problems.append(f"{where}: transform.aggregations: must map output columns to {{fn, column}}")
+        return output
+    for name, agg in aggregations.items():
+        fn = agg.get("fn") if isinstance(agg, dict) else None
+        column = agg.get("column") if isinstance(agg, dict) else None
+        if fn not in AGGREGATE_FUNCTIONS:
+            problems.append(f"{where}: transform.aggregations.{name}.fn: unknown function {fn!r}")
+            continue
+        if fn != "count" and column not in schema:
+            problems.append(f"{where}: transform.aggregations.{name}.column: unknown column {column!r}")
+            continue
+        if name in output:
+            problems.append(f"{where}: transform.aggregations.{name}: clashes with another output column")
+        output[name] = _aggregate_type(fn, schema.get(column))
+    return output
+
+
+def _aggregate_type(fn: str, column_type: str | None) -> str:
+    if fn == "count":
+        return "long"
+    if fn == "avg":
+        return "double"
+    if fn == "sum" and column_type in ("int", "long"):
+        return "long"
+    return column_type or "double"
+
+
+def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: sink: must be a mapping with 'table' and 'mode'")
+        return None
+    unknown = set(raw) - {"table", "mode", "merge_keys", "partition_by", "quarantine_table"}
+    if unknown:
+        problems.append(f"{where}: sink: unknown fields {sorted(unknown)}")
+    table, mode = raw.get("table"), raw.get("mode", "append")
+    for field_name in ("table", "quarantine_table"):
+        value = raw.get(field_name)
+        if (field_name == "table" or value is not None) and not (isinstance(value, str) and _TABLE.match(value)):
+            problems.append(f"{where}: sink.{field_name}: {value!r} must look like 'layer/name'")
+    if mode not in SINK_MODES:
+        problems.append(f"{where}: sink.mode: unknown mode {mode!r} (known: {', '.join(SINK_MODES)})")
+    merge_keys = list(raw.get("merge_keys") or [])
+    partition_by = list(raw.get("partition_by") or [])
+    for field_name, columns in (("merge_keys", merge_keys), ("partition_by", partition_by)):
+        for column in columns:
+            if column not in output_schema:
+                problems.append(f"{where}: sink.{field_name}: unknown column {column!r}")
+    if mode == "update" and not merge_keys:
+        problems.append(f"{where}: sink.merge_keys: update mode upserts and needs merge keys")
+    if mode == "update" and transform.get("kind") != "window_aggregate":
+        problems.append(f"{where}: sink.mode: update mode needs an aggregating transform")
+    quarantine = raw.get("quarantine_table")
+    if transform.get("kind") == "parse_json" and not quarantine:
+        problems.append(f"{where}: sink.quarantine_table: parse_json needs a table for unparseable lines")
+    return SinkSpec(str(table), str(mode), tuple(merge_keys), tuple(partition_by), quarantine)
+
+
+def _validate_triggers(where: str, raw: dict, problems: list[str]) -> dict[str, Trigger]:
+    triggers: dict[str, Trigger] = {}
+    for name in ("backfill", "live"):
+        try:
+            triggers[name] = Trigger.parse(raw.get(name, "available-now" if name == "backfill" else ""))
+        except ValueError as exc:
+            problems.append(f"{where}: triggers.{name}: {exc}")
+    return triggers
+
+
+def _validate_state_store(where: str, raw: dict, problems: list[str]) -> StateStoreSpec | None:
+    provider = raw.get("provider", "rocksdb")
+    if provider not in STATE_PROVIDERS:
+        problems.append(f"{where}: state_store.provider: unknown provider {provider!r}")
+    numbers = {}
+    for name, default in (("shuffle_partitions", 4), ("min_batches_to_retain", 20)):
+        value = raw.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(f"{where}: state_store.{name}: must be a positive integer, got {value!r}")
+            return None
+        numbers[name] = value
+    return StateStoreSpec(
+        provider=provider,
+        changelog_checkpointing=bool(raw.get("changelog_checkpointing", True)),
+        shuffle_partitions=numbers["shuffle_partitions"],
+        min_batches_to_retain=numbers["min_batches_to_retain"],
+    )
+
+
+def _validate_supervision(where: str, raw: dict, problems: list[str]) -> SupervisionSpec:
+    unknown = set(raw) - set(SupervisionSpec.__dataclass_fields__)
+    if unknown:
+        problems.append(f"{where}: supervision: unknown fields {sorted(unknown)}")
+    on_down = raw.get("on_down", "restart")
+    if on_down not in ("restart", "alert"):
+        problems.append(f"{where}: supervision.on_down: must be 'restart' or 'alert', got {on_down!r}")
+    numbers = {}
+    for name in ("max_restarts", "backoff_seconds", "stall_after_seconds", "health_window_batches"):
+        value = raw.get(name, getattr(SupervisionSpec, name))
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(f"{where}: supervision.{name}: must be a non-negative integer, got {value!r}")
+            value = getattr(SupervisionSpec, name)
+        numbers[name] = value
+    return SupervisionSpec(on_down=on_down, **numbers)

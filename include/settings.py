@@ -1,0 +1,91 @@
+"""One settings object for the whole project, read from documented environment variables.
+
+| variable                         | default                         | meaning                                   |
+|----------------------------------|---------------------------------|-------------------------------------------|
+| LAKEHOUSE_ROOT                   | <repo>/lakehouse                | landing, tables, checkpoints, ops, reports |
+| LAKEHOUSE_REGISTRY               | include/jobs.yaml               | the job registry                          |
+| LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
+| LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory when not under spark-submit |
+| LAKEHOUSE_SPARK_UI               | 0                               | 1 enables the Spark UI                    |
+| LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level                          |
+| LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
+| LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
+| LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved configuration; build it with :func:`load_settings`."""
+
+    root: Path
+    registry_path: Path
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "2g"
+    spark_ui: bool = False
+    log_level: str = "INFO"
+    stop_grace_seconds: float = 120.0
+    task_retries: int = 2
+    dq_spark_threshold_rows: int = 2_000_000
+
+    def landing_dir(self, source: str) -> Path:
+        return self.root / "landing" / source
+
+    def table_path(self, table: str) -> Path:
+        """`table` is a registry table name such as ``bronze/clickstream`` or ``_ops/alerts``."""
+        return self.root / table
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return self.root / "_checkpoints" / job_id
+
+    def ops_table(self, name: str) -> Path:
+        return self.root / "_ops" / name
+
+    @property
+    def heartbeat_dir(self) -> Path:
+        return self.root / "_ops" / "heartbeats"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "_reports"
+
+
+def load_settings() -> Settings:
+    """Read the environment into a :class:`Settings`."""
+    root = Path(_env("LAKEHOUSE_ROOT", str(REPO_ROOT / "lakehouse"))).expanduser().resolve()
+    registry = Path(_env("LAKEHOUSE_REGISTRY", str(PACKAGE_DIR / "jobs.yaml"))).expanduser().resolve()
+    try:
+        grace = float(_env("LAKEHOUSE_STOP_GRACE_SECONDS", "120"))
+    except ValueError as exc:
+        raise ValueError("LAKEHOUSE_STOP_GRACE_SECONDS must be a number of seconds") from exc
+    retries = _env("LAKEHOUSE_TASK_RETRIES", "2")
+    if not retries.isdigit():
+        raise ValueError(f"LAKEHOUSE_TASK_RETRIES must be a non-negative integer, got {retries!r}")
+    threshold = _env("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "2000000")
+    if not threshold.isdigit():
+        raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
+    return Settings(
+        root=root,
+        registry_path=registry,
+        spark_master=_env("LAKEHOUSE_SPARK_MASTER", "local[2]"),
+        spark_driver_memory=_env("LAKEHOUSE_SPARK_DRIVER_MEMORY", "2g"),
+        spark_ui=_env("LAKEHOUSE_SPARK_UI", "0") == "1",
+        log_level=_env("LAKEHOUSE_LOG_LEVEL", "INFO").upper(),
+        stop_grace_seconds=grace,
+        task_retries=int(retries),
+        dq_spark_threshold_rows=int(threshold),
+    )

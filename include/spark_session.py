@@ -1,0 +1,88 @@
+"""Building the SparkSession: Java check first, then one session configured from the settings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_JAVA = (17, 21)
+JAVA_HELP = (
+    "Spark 4.2 needs Java 17 or 21: install it (Debian/Ubuntu: `apt-get install openjdk-17-jre-headless`) "
+    "and put it on PATH or set JAVA_HOME"
+)
+
+
+class JavaError(RuntimeError):
+    """Java is missing or of a version Spark cannot run on."""
+
+
+def java_major_version() -> int:
+    """The major version of the Java that Spark will start; raises JavaError with what to install."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no `java` on PATH"
+        raise JavaError(f"{where}. {JAVA_HELP}")
+    try:
+        result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise JavaError(f"could not run {java} -version ({exc}). {JAVA_HELP}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if not match:
+        raise JavaError(f"could not read the version of {java}. {JAVA_HELP}")
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 and match.group(2) else major
+
+
+def check_java() -> None:
+    major = java_major_version()
+    if major not in SUPPORTED_JAVA:
+        raise JavaError(f"found Java {major}. {JAVA_HELP}")
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process was started by spark-submit (the JVM is already up)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def get_spark(settings: Settings, app_name: str = "lakehouse"):
+    """The SparkSession for this process, created once."""
+    from pyspark.sql import SparkSession
+
+    # Python workers (data sources) must run this interpreter, which has the project's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if not under_spark_submit():
+        check_java()
+        builder = builder.master(settings.spark_master).config("spark.driver.memory", settings.spark_driver_memory)
+    builder = (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", str(settings.spark_ui).lower())
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.warehouse.dir", str(settings.root / "_spark_warehouse"))
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from include.delta_source import register
+
+    register(spark)
+    return spark
+
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

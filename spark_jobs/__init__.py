@@ -1,0 +1,1 @@
+"""Spark Structured Streaming jobs of the lakehouse and their spark-submit entry point."""

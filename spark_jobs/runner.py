@@ -1,0 +1,210 @@
+"""Run one registry job as a Structured Streaming query with an exactly-once Delta sink."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from include import checkpoints, delta_store, lease, test_hooks
+from include.observability import ProgressRecorder, write_heartbeat
+from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry, Trigger
+from include.settings import Settings
+from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, build_stream
+
+log = logging.getLogger(__name__)
+_RECORDERS: dict[int, ProgressRecorder] = {}
+
+
+class CheckpointConflict(ValueError):
+    """The requested settings contradict what the checkpoint has fixed."""
+
+
+@dataclass
+class RunResult:
+    job: str
+    query_id: str
+    status: str  # "finished" (available-now drained) or "stopped" (stop requested)
+    last_batch: int | None
+
+
+def recorder_for(spark: SparkSession) -> ProgressRecorder:
+    """The session's progress listener, added once."""
+    key = id(spark)
+    if key not in _RECORDERS:
+        _RECORDERS[key] = ProgressRecorder()
+        spark.streams.addListener(_RECORDERS[key])
+    return _RECORDERS[key]
+
+
+def ensure_tables(settings: Settings, registry: Registry, job: JobSpec) -> None:
+    """Create the job's source and sink Delta tables (empty) if they do not exist yet."""
+    if job.source.kind == "delta":
+        delta_store.ensure_table(settings.table_path(job.source.name), registry.table_schemas[job.source.name])
+    delta_store.ensure_table(settings.table_path(job.sink.table), job.output_schema, job.sink.partition_by)
+    if job.sink.quarantine_table:
+        delta_store.ensure_table(settings.table_path(job.sink.quarantine_table), QUARANTINE_SCHEMA)
+
+
+def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int | None) -> int:
+    """The shuffle partition count for this run; an explicit override may not contradict the checkpoint."""
+    fixed = checkpoints.shuffle_partitions(settings.checkpoint_dir(job.id))
+    wanted = override or job.state_store.shuffle_partitions
+    if fixed is not None and fixed != wanted:
+        message = (
+            f"job {job.id!r}: checkpoint {settings.checkpoint_dir(job.id)} has its state in {fixed} shuffle "
+            f"partitions; {wanted} cannot take effect without resetting or repartitioning the checkpoint"
+        )
+        if override is not None:
+            raise CheckpointConflict(message)
+        log.warning("%s; running with %d", message, fixed)
+        return fixed
+    return wanted
+
+
+def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function: one exactly-once Delta commit per table per batch."""
+    checkpoint = settings.checkpoint_dir(job.id)
+    sink = job.sink
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        query_id = checkpoints.query_id(checkpoint)
+        if query_id is None:
+            raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
+        app_id = f"{job.id}:{query_id}"
+        data = batch.toArrow()
+        test_hooks.maybe_kill(job.id, "before_commit", batch_id)
+        for table, rows, mode in _routes(job, data):
+            if rows.num_rows:
+                delta_store.commit_batch(
+                    settings.table_path(table),
+                    rows,
+                    app_id=app_id,
+                    batch_id=batch_id,
+                    mode=mode,
+                    merge_keys=sink.merge_keys if table == sink.table else (),
+                    partition_by=sink.partition_by if table == sink.table else (),
+                )
+        test_hooks.maybe_kill(job.id, "after_commit", batch_id)
+
+    return write_batch
+
+
+def _routes(job: JobSpec, data: pa.Table) -> list[tuple[str, pa.Table, str]]:
+    """Split a batch between the sink table and the quarantine table."""
+    if not job.sink.quarantine_table:
+        return [(job.sink.table, data, job.sink.mode)]
+    bad = pc.is_valid(data[QUARANTINE_REASON])
+    good_rows = data.filter(pc.invert(bad)).select(list(job.output_schema))
+    bad_rows = data.filter(bad)
+    quarantined = pa.table(
+        {
+            "raw_line": bad_rows[RAW_LINE],
+            "_source_file": bad_rows["_source_file"],
+            "reason": bad_rows[QUARANTINE_REASON],
+            "_ingested_at": bad_rows["_ingested_at"],
+        }
+    )
+    return [(job.sink.quarantine_table, quarantined, "append"), (job.sink.table, good_rows, "append")]
+
+
+def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int) -> None:
+    """Session confs a new query picks up (Spark pins them in the checkpoint)."""
+    state = job.state_store
+    conf = spark.conf
+    conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        ROCKSDB_PROVIDER if state.provider == "rocksdb" else HDFS_PROVIDER,
+    )
+    conf.set(
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+        str(state.changelog_checkpointing).lower(),
+    )
+    conf.set("spark.sql.streaming.minBatchesToRetain", str(state.min_batches_to_retain))
+
+
+def run_job(
+    spark: SparkSession,
+    settings: Settings,
+    registry: Registry,
+    job_id: str,
+    trigger: Trigger,
+    *,
+    shuffle_partitions: int | None = None,
+    stop_requested: threading.Event | None = None,
+) -> RunResult:
+    """Run `job_id` until an available-now run drains its input, or until a stop is requested."""
+    job = registry.job(job_id)
+    stop_requested = stop_requested or threading.Event()
+    held = lease.acquire(settings, job.id)
+    write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
+    try:
+        return _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held)
+    finally:
+        held.release()
+        lease.stop_request_path(settings, job.id).unlink(missing_ok=True)
+
+
+def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held) -> RunResult:
+    stop_file = lease.stop_request_path(settings, job.id)
+    if stop_file.exists():
+        log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, stop_file.read_text())
+        stop_file.unlink()
+    ensure_tables(settings, registry, job)
+    partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
+    configure_session(spark, job, partitions)
+    recorder = recorder_for(spark)
+    recorder.track(job.id, settings)
+    checkpoint = settings.checkpoint_dir(job.id)
+    writer = (
+        build_stream(spark, settings, job)
+        .writeStream.queryName(job.id)
+        .option("checkpointLocation", str(checkpoint))
+        .outputMode(job.sink.mode)
+        .foreachBatch(make_batch_writer(settings, job))
+    )
+    writer = writer.trigger(availableNow=True) if trigger.available_now else writer.trigger(
+        processingTime=f"{trigger.interval_seconds} seconds"
+    )
+    log.info("job=%s starting (%s, %d shuffle partitions, checkpoint %s)", job.id, trigger, partitions, checkpoint)
+    query = writer.start()
+    status = "finished"
+    while query.isActive:
+        held.renew()
+        if stop_file.exists():
+            log.info("job=%s: stop requested (%s)", job.id, stop_file.read_text())
+            stop_requested.set()
+        if stop_requested.is_set():
+            _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
+            status = "stopped"
+            break
+        query.awaitTermination(0.5)
+    error = query.exception()
+    last = query.lastProgress
+    last_batch = last["batchId"] if last else None
+    if not recorder.wait_terminated(str(query.id)):
+        log.warning("job=%s: the progress listener did not catch up in time", job.id)
+    write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch)
+    if error is not None:
+        raise RuntimeError(f"job {job.id!r} failed: {error}")
+    log.info("job=%s %s at batch %s", job.id, status, last_batch)
+    return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch)
+
+
+def _stop_at_batch_boundary(query, grace_seconds: float, job_id: str) -> None:
+    """Wait for the running batch (if any) to finish, then stop the query."""
+    deadline = time.monotonic() + grace_seconds
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if query.isActive and query.status["isTriggerActive"]:
+        log.warning("job=%s: batch still running after %.0fs; stopping anyway (it will replay)", job_id, grace_seconds)
+    log.info("job=%s: stop requested, stopping between batches", job_id)
+    query.stop()

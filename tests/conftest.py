@@ -1,0 +1,74 @@
+"""Shared fixtures: one SparkSession for the whole test session, a fresh lakehouse root per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from include.registry import load_registry  # noqa: E402
+from include.settings import load_settings  # noqa: E402
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """Settings rooted in a fresh directory; also exported for subprocesses via `lakehouse_env`."""
+    return replace(load_settings(), root=tmp_path / "lakehouse")
+
+
+@pytest.fixture
+def lakehouse_env(settings):
+    env = dict(os.environ)
+    env["LAKEHOUSE_ROOT"] = str(settings.root)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["AIRFLOW_HOME"] = str(settings.root.parent / "airflow_home")
+    env.pop("LAKEHOUSE_TEST_KILL_AT", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def registry():
+    return load_registry(load_settings().registry_path)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from include.spark_session import get_spark
+
+    settings = replace(load_settings(), root=tmp_path_factory.mktemp("spark"))
+    session = get_spark(settings, app_name="lakehouse-tests")
+    yield session
+    session.stop()
+
+
+def pytest_configure(config):
+    """Quiet py4j, and point Airflow at a throwaway home before anything imports it."""
+    import logging
+    import tempfile
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI"):
+        os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-airflow-")
+    from include.airflow_env import airflow_environment
+
+    env = airflow_environment(load_settings())
+    for key, value in env.items():
+        if key.startswith("AIRFLOW"):
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """An Airflow metadata DB (SQLite) migrated once per test session."""
+    import subprocess
+
+    from include.airflow_env import airflow_command
+
+    result = subprocess.run(airflow_command() + ["db", "migrate"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return os.environ["AIRFLOW_HOME"]

@@ -1,0 +1,40 @@
+"""Test helpers: landing files in arrival order, gold rows as oracle-shaped dicts, running the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from include import delta_store
+from include.generator import GeneratorConfig, write_landing
+from include.settings import Settings
+
+LAKEHOUSE = [sys.executable, "-m", "include.cli"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def generate(settings: Settings, **kwargs):
+    config = GeneratorConfig(**{"events": 3000, "seed": 11, "files": 6, **kwargs})
+    return write_landing(settings.landing_dir("clickstream"), "clickstream", config)
+
+
+def arrival_order(files: list[Path]) -> list[Path]:
+    return sorted(files, key=lambda p: p.stat().st_mtime)
+
+
+def gold_rows(settings: Settings, table: str, key: str = "user_id") -> dict[tuple, tuple]:
+    rows = delta_store.read_table(settings.table_path(table)).to_pylist()
+    result = {}
+    for r in rows:
+        k = (int(r["window_start"].timestamp()), int(r["window_end"].timestamp()), r[key])
+        assert k not in result, f"duplicate window row {k} in {table}"
+        result[k] = (r["event_count"], r["total_value"])
+    return result
+
+
+def run_cli(args: list[str], env: dict, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        LAKEHOUSE + args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        start_new_session=True, **kwargs,
+    )

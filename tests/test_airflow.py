@@ -1,0 +1,147 @@
+"""The DAGs on real Airflow: DagBag parsing, the backfill DAG end to end with dag.test(), failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO, arrival_order, generate, gold_rows
+from include import delta_store, lease
+from oracle import expected_gold
+
+
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+@pytest.fixture
+def lakehouse_root(settings, monkeypatch):
+    """DAG files read the settings at parse time: point them at this test's lakehouse."""
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(settings.root))
+    return settings.root
+
+
+def test_dagbag_parses_fast_and_light(registry):
+    probe = """
+import json, sys, time
+started = time.perf_counter()
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', 'deltalake'))
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dags),
+                  "heavy": heavy, "seconds": time.perf_counter() - started}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe, str(REPO / "dags")], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip().splitlines()[-1]
+    result = json.loads(out)
+    assert result["errors"] == {}
+    assert {"lakehouse_backfill", "lakehouse_live", "data_quality"} <= set(result["dags"])
+    assert result["heavy"] == []
+    assert result["seconds"] < 10  # includes importing Airflow itself; bench/ measures parsing alone
+
+
+def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
+    bag = dagbag()
+    backfill = bag.dags["lakehouse_backfill"]
+    assert [t.task_id for t in backfill.topological_sort()] == [*registry.order, "quality_check"]
+    gold_jobs = {j for j in registry.order if registry.job(j).transform_kind == "window_aggregate"}
+    assert backfill.get_task("quality_check").upstream_task_ids == gold_jobs
+    for job_id in registry.order:
+        task = backfill.get_task(job_id)
+        assert task.upstream_task_ids == set(registry.upstream(job_id))
+        assert {a.name for a in task.outlets} == set(registry.job(job_id).tables_written())
+        assert all(a.uri.startswith(f"file://{lakehouse_root}") for a in task.outlets)
+        assert task.application_args == [job_id, "--trigger", "available-now"]
+        assert task._conn_id == "spark_default"
+    assert backfill.max_active_runs == 1 and not backfill.catchup
+    live = bag.dags["lakehouse_live"]
+    assert {t.task_id for t in live.tasks} == {f"supervise_{j}" for j in registry.order if registry.job(j).live}
+    quality = bag.dags["data_quality"]
+    assert {t.task_id for t in quality.tasks} == {"validate_gold__user_activity_5m", "validate_gold__user_activity_1h"}
+    assert {a.name for a in quality.timetable.asset_condition.objects} == {
+        registry.job(j).sink.table for j in gold_jobs}
+    for dag in (backfill, live, quality):
+        assert dag.doc_md and dag.tags and "lakehouse" in dag.tags
+        for task in dag.tasks:
+            assert task.doc_md and task.owner == "data-platform"
+            assert task.on_failure_callback
+    assert all(t.retries >= 1 for t in backfill.tasks)
+
+
+def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, lakehouse_root, airflow_db):
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    landed = generate(settings, events=1500, seed=51, files=4)
+    run = dagbag().dags["lakehouse_backfill"].test()
+    assert run.state == DagRunState.SUCCESS
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()}["quality_check"] == TaskInstanceState.SUCCESS
+    expected = expected_gold(registry, [arrival_order(landed.files)])
+    for table, rows in expected.items():
+        assert gold_rows(settings, table) == rows, table
+    validated = delta_store.read_table(settings.ops_table("dq_results")).to_pylist()
+    assert {r["table"] for r in validated} == set(expected) and all(r["success"] for r in validated)
+
+    # data_quality on demand, validating every row again.
+    quality = dagbag().dags["data_quality"].test(run_conf={"full": True})
+    assert quality.state == DagRunState.SUCCESS
+    assert (settings.reports_dir / "data_docs" / "index.html").exists()
+
+    # A manual run of a subset: only bronze runs, the others are skipped.
+    second = generate(settings, events=300, seed=52, files=1)
+    silver_before = delta_store.count_rows(settings.table_path("silver/clickstream"))
+    subset = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
+    assert subset.state == DagRunState.SUCCESS
+    states = {ti.task_id: ti.state for ti in subset.get_task_instances()}
+    assert states["bronze_clickstream"] == TaskInstanceState.SUCCESS
+    assert {states[j] for j in registry.order if j != "bronze_clickstream"} == {TaskInstanceState.SKIPPED}
+    assert states["quality_check"] == TaskInstanceState.SUCCESS
+    assert delta_store.count_rows(settings.table_path("silver/clickstream")) == silver_before
+    landed_lines = landed.lines + second.lines
+    assert delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
+        settings.table_path("bronze/clickstream_quarantine")) == landed_lines
+
+
+def test_refused_second_writer_fails_the_task_and_records_an_alert(settings, lakehouse_root, airflow_db, monkeypatch):
+    from airflow.utils.state import DagRunState
+
+    monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
+    generate(settings, events=100, seed=53, files=1)
+    held = lease.acquire(settings, "bronze_clickstream")
+    try:
+        run = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
+    finally:
+        held.release()
+    assert run.state == DagRunState.FAILED
+    alerts = delta_store.read_table(settings.ops_table("alerts")).to_pylist()
+    assert [(a["job"], a["dag_id"], a["task_id"]) for a in alerts] == [
+        ("bronze_clickstream", "lakehouse_backfill", "bronze_clickstream")]
+    assert alerts[0]["run_id"] == run.run_id and alerts[0]["reason"]
+
+
+def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_root):
+    import importlib.util
+
+    from fastapi.testclient import TestClient
+
+    docs = settings.reports_dir / "data_docs"
+    docs.mkdir(parents=True)
+    (docs / "index.html").write_text("<html>lakehouse data docs</html>")
+    path = REPO / "include" / "airflow" / "plugins" / "lakehouse_data_docs.py"
+    spec = importlib.util.spec_from_file_location("lakehouse_data_docs_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plugin = module.LakehouseDataDocsPlugin
+    assert plugin.external_views[0]["href"] == "/lakehouse-data-docs/index.html"
+    assert plugin.global_operator_extra_links[0].get_link(None, ti_key=None) == "/lakehouse-data-docs/index.html"
+    client = TestClient(plugin.fastapi_apps[0]["app"])
+    assert "lakehouse data docs" in client.get("/index.html").text
+
+    listed = subprocess.run([sys.executable, "-m", "airflow", "plugins", "--output", "json"], capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "lakehouse_data_docs" in listed.stdout

@@ -1,0 +1,101 @@
+"""The `lakehouse` command and the spark-submit entry point, run as real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import LAKEHOUSE, REPO, generate, run_cli
+from include import delta_store
+from include.observability import read_heartbeat
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_missing_java_gives_one_clear_message(lakehouse_env):
+    started = time.monotonic()
+    result = run_cli(["run", "bronze_clickstream"], {**lakehouse_env, "JAVA_HOME": "/nonexistent/jdk"}, timeout=60)
+    assert result.returncode == 2
+    assert "JAVA_HOME=/nonexistent/jdk has no bin/java" in result.stderr
+    assert "Java 17 or 21" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_bad_input_is_named(lakehouse_env):
+    unknown = run_cli(["run", "no_such_job"], lakehouse_env, timeout=60)
+    assert unknown.returncode == 2 and "unknown job 'no_such_job'" in unknown.stderr
+    trigger = run_cli(["run", "bronze_clickstream", "--trigger", "every minute"], lakehouse_env, timeout=60)
+    assert trigger.returncode == 2 and "bad trigger 'every minute'" in trigger.stderr
+    source = run_cli(["generate", "--source", "orders", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
+    assert source.returncode == 2 and "unknown source 'orders'" in source.stderr
+
+
+def test_generate_command_is_deterministic(settings, lakehouse_env):
+    args = ["generate", "--source", "clickstream", "--events", "400", "--seed", "9", "--files", "2"]
+    assert run_cli(args, lakehouse_env, timeout=60).returncode == 0
+    files = sorted(settings.landing_dir("clickstream").iterdir())
+    first = [f.read_text() for f in files]
+    assert run_cli(args, lakehouse_env, timeout=60).returncode == 0
+    assert [f.read_text() for f in sorted(settings.landing_dir("clickstream").iterdir())] == first
+
+
+def test_sigterm_stops_a_live_job_between_batches(settings, lakehouse_env):
+    landed = generate(settings, events=1200, seed=41, files=6)
+    process = subprocess.Popen(
+        LAKEHOUSE + ["run", "bronze_clickstream", "--trigger", "processing-time=2 seconds"],
+        env=lakehouse_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: (read_heartbeat(settings, "bronze_clickstream") or {}).get("batch_id") == 2, 180,
+                 "the live job to process all three batches")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    assert "stopping at the next batch boundary" in stderr
+    assert read_heartbeat(settings, "bronze_clickstream")["status"] == "stopped"
+    total = delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
+        settings.table_path("bronze/clickstream_quarantine"))
+    assert total == landed.lines
+
+
+def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
+    landed = generate(settings, events=600, seed=42, files=2)
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    result = subprocess.run(
+        [str(spark_submit), "--master", "local[1]", "spark_jobs/submit.py", "bronze_clickstream",
+         "--trigger", "available-now"],
+        env=lakehouse_env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    total = delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
+        settings.table_path("bronze/clickstream_quarantine"))
+    assert total == landed.lines
+
+
+def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings, lakehouse_env):
+    result = run_cli(["demo", "--events", "1500", "--files", "3"], lakehouse_env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "running lakehouse_backfill through Airflow" in result.stderr
+    airflow_log = (settings.reports_dir / "demo" / "airflow.log").read_text()
+    assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
+    for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
+                 "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
+                 "data quality report: " + str(settings.reports_dir / "data_docs" / "index.html")):
+        assert text in result.stdout
+    gold = delta_store.read_table(settings.table_path("gold/user_activity_5m"))
+    assert gold.num_rows > 0 and min(gold["event_count"].to_pylist()) >= 1

@@ -1,0 +1,56 @@
+"""docker-compose.yaml cannot run here (no Docker engine): parse it and cross-check it with the repo."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from helpers import REPO
+
+
+def load_compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+
+
+def test_services_reference_what_exists():
+    compose = load_compose()
+    services = compose["services"]
+    assert {"postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+            "airflow-triggerer", "spark-master", "spark-worker"} <= set(services)
+    for name, service in services.items():
+        for dependency in service.get("depends_on", {}):
+            assert dependency in services, f"{name} depends on unknown service {dependency}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (REPO / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in compose["volumes"], f"{name} uses undeclared volume {source}"
+        if "build" in service:
+            assert (REPO / service["build"] / "Dockerfile").exists()
+
+
+def test_airflow_and_spark_agree():
+    services = load_compose()["services"]
+    env = services["airflow-scheduler"]["environment"]
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/lakehouse/app/dags"
+    assert "./dags:/opt/lakehouse/app/dags:ro" in services["airflow-scheduler"]["volumes"]
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+    connection = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert connection["conn_type"] == "spark"
+    master = f"{connection['host']}:{connection['port']}"
+    assert master == env["LAKEHOUSE_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert "7077:7077" in services["spark-master"]["ports"]
+    assert "spark://spark-master:7077" in " ".join(services["spark-worker"]["command"])
+    for variable in ("LAKEHOUSE_ROOT", "LAKEHOUSE_SPARK_MASTER"):
+        assert variable in (REPO / "README.md").read_text()
+
+
+def test_image_installs_the_pinned_requirements_and_delta_jars():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "COPY requirements.txt" in dockerfile and "pip install --no-cache-dir -r requirements.txt" in dockerfile
+    assert "openjdk-17" in dockerfile and "delta-spark_2.13-${DELTA_VERSION}.jar" in dockerfile
+    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert 'ARG DELTA_VERSION=' + pins["delta_spark"] in dockerfile

@@ -1,0 +1,57 @@
+"""SIGKILL the job process at each commit point, restart it, and find the tables exactly right."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from helpers import arrival_order, generate, gold_rows, run_cli
+from include import checkpoints, delta_store
+from include.registry import Trigger
+from oracle import expected_gold
+from spark_jobs.runner import run_job
+
+AVAILABLE_NOW = Trigger(available_now=True)
+CASES = [
+    ("gold_user_activity_5m", "before_commit", 1),
+    ("gold_user_activity_5m", "after_commit", 1),
+    ("gold_user_activity_5m", "between_batches", 1),
+    ("gold_user_activity_1h", "after_commit", 1),
+    ("bronze_clickstream", "after_commit", 0),
+]
+
+
+@pytest.mark.parametrize(("job_id", "point", "batch"), CASES, ids=[f"{j}-{p}-{b}" for j, p, b in CASES])
+def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehouse_env, job_id, point, batch):
+    landed = generate(settings, events=1500, seed=31, files=4)
+    position = registry.order.index(job_id)
+    for upstream in registry.order[:position]:
+        run_job(spark, settings, registry, upstream, AVAILABLE_NOW)
+
+    killed = run_cli(["run", job_id], {**lakehouse_env, "LAKEHOUSE_TEST_KILL_AT": f"{job_id}:{point}:{batch}"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+
+    job = registry.job(job_id)
+    checkpoint = settings.checkpoint_dir(job_id)
+    app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
+    committed = delta_store.committed_batch(settings.table_path(job.sink.table), app_id)
+    spark_committed = checkpoints.latest_committed_batch(checkpoint)
+    if point == "before_commit":
+        assert (committed or -1) < batch and (spark_committed if spark_committed is not None else -1) < batch
+    elif point == "after_commit":
+        assert committed == batch and (spark_committed if spark_committed is not None else -1) < batch
+    else:
+        assert spark_committed is not None and spark_committed >= batch
+
+    restarted = run_cli(["run", job_id], lakehouse_env)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    for downstream in registry.order[position + 1 :]:
+        run_job(spark, settings, registry, downstream, AVAILABLE_NOW)
+
+    bronze = delta_store.count_rows(settings.table_path("bronze/clickstream"))
+    quarantined = delta_store.count_rows(settings.table_path("bronze/clickstream_quarantine"))
+    assert bronze + quarantined == landed.lines
+    expected = expected_gold(registry, [arrival_order(landed.files)])
+    for table, rows in expected.items():
+        assert gold_rows(settings, table) == rows, table

@@ -1,0 +1,48 @@
+"""The clickstream generator: deterministic per seed, with every kind of imperfection asked for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from include.generator import GeneratorConfig, generate_lines, write_landing
+
+
+def test_same_seed_same_lines_other_seed_other_lines():
+    config = GeneratorConfig(events=2000, seed=5)
+    assert generate_lines(config) == generate_lines(GeneratorConfig(events=2000, seed=5))
+    assert generate_lines(config)[0] != generate_lines(GeneratorConfig(events=2000, seed=6))[0]
+
+
+def test_imperfections_are_present_in_the_configured_proportions():
+    lines, kinds = generate_lines(GeneratorConfig(events=20000, seed=1, duplicate_fraction=0.05,
+                                                  late_fraction=0.02, malformed_fraction=0.02))
+    assert len(lines) == 20000 + kinds["duplicate"]
+    assert 0.04 < kinds["duplicate"] / 20000 < 0.06
+    assert 0.015 < kinds["late"] / 20000 < 0.025
+    malformed = {k: v for k, v in kinds.items() if k.startswith("malformed:")}
+    assert set(malformed) == {"malformed:broken_json", "malformed:missing_event_time",
+                              "malformed:unparseable_timestamp", "malformed:wrong_type", "malformed:missing_event_id"}
+    parsed = [json.loads(line) for line in lines[:200] if line.startswith("{") and line.endswith("}")]
+    assert {"event_id", "user_id", "event_type", "value", "event_time"} <= set(parsed[0])
+    ids = [json.loads(line)["event_id"] for line in lines if '"event_id"' in line and line.endswith("}")]
+    assert len(ids) - len(set(ids)) == kinds["duplicate"]
+
+
+def test_files_are_written_atomically_in_arrival_order(tmp_path):
+    result = write_landing(tmp_path, "clickstream", GeneratorConfig(events=500, seed=3, files=4))
+    assert len(result.files) == 4
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    mtimes = [p.stat().st_mtime for p in result.files]
+    assert mtimes == sorted(mtimes) and len(set(mtimes)) == 4
+    assert sum(len(p.read_text().splitlines()) for p in result.files) == result.lines
+    later = write_landing(tmp_path, "clickstream", GeneratorConfig(events=100, seed=4, files=1))
+    assert later.files[0].stat().st_mtime > max(mtimes)
+
+
+def test_bad_configuration_is_refused():
+    with pytest.raises(ValueError, match="--late-fraction must be between 0 and 1"):
+        generate_lines(GeneratorConfig(events=10, seed=1, late_fraction=1.5))
+    with pytest.raises(ValueError, match="--files must be at least 1"):
+        generate_lines(GeneratorConfig(events=10, seed=1, files=0))

@@ -1,0 +1,135 @@
+"""Bronze -> silver -> gold on real Spark and real Delta tables, checked against the batch oracle."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+import yaml
+from deltalake import DeltaTable
+
+from helpers import arrival_order, generate, gold_rows
+from include import delta_store
+from include.observability import PROGRESS_TABLE, read_heartbeat
+from include.registry import Trigger, build_registry
+from include.summary import summarize
+from oracle import expected_gold, expected_silver_count
+from spark_jobs.runner import run_job
+
+AVAILABLE_NOW = Trigger(available_now=True)
+REASONS = {
+    "malformed:broken_json": "malformed_json",
+    "malformed:missing_event_time": "missing_event_time",
+    "malformed:missing_event_id": "missing_event_id",
+    "malformed:unparseable_timestamp": "unparseable_event_time",
+    "malformed:wrong_type": "wrong_type",
+}
+
+
+def run_all(spark, settings, registry):
+    return [run_job(spark, settings, registry, job_id, AVAILABLE_NOW) for job_id in registry.order]
+
+
+def versions(settings, registry):
+    return {t: DeltaTable(str(settings.table_path(t))).version() for t in registry.table_schemas}
+
+
+def assert_gold_matches_oracle(settings, registry, drops):
+    expected = expected_gold(registry, drops)
+    assert set(expected) == {"gold/user_activity_5m", "gold/user_activity_1h"}
+    for table, rows in expected.items():
+        assert rows, f"oracle expects no rows for {table}: test data too small"
+        assert gold_rows(settings, table) == rows, table
+
+
+def test_backfill_incremental_and_idempotent(spark, settings, registry):
+    first = generate(settings, events=3000, seed=11, files=6)
+    run_all(spark, settings, registry)
+
+    # Bronze keeps everything: rows + quarantined lines == lines landed, with the right reasons.
+    bronze = delta_store.count_rows(settings.table_path("bronze/clickstream"))
+    quarantine = delta_store.read_table(settings.table_path("bronze/clickstream_quarantine"))
+    assert bronze + quarantine.num_rows == first.lines
+    expected_reasons = Counter({REASONS[k]: v for k, v in first.kinds.items() if k in REASONS})
+    assert Counter(quarantine["reason"].to_pylist()) == expected_reasons
+    assert set(quarantine["_source_file"].to_pylist()) <= {f"file:{f}" for f in first.files}
+    assert all(quarantine["raw_line"].to_pylist())
+
+    drops = [arrival_order(first.files)]
+    assert delta_store.count_rows(settings.table_path("silver/clickstream")) == expected_silver_count(registry, drops)
+    assert_gold_matches_oracle(settings, registry, drops)
+
+    gold = delta_store.read_table(settings.table_path("gold/user_activity_5m"))
+    assert gold.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
+    assert gold.schema.field("event_count").type == pa.int64()
+    assert gold.schema.field("total_value").type == pa.float64()
+    assert gold.column_names == ["window_start", "window_end", "user_id", "event_count", "total_value"]
+
+    # Observability: one progress row per batch with state metrics, and a heartbeat per job.
+    progress = delta_store.read_table(settings.ops_table(PROGRESS_TABLE)).to_pylist()
+    gold_progress = [p for p in progress if p["job"] == "gold_user_activity_5m"]
+    assert sorted(p["batch_id"] for p in gold_progress) == list(range(len(gold_progress)))
+    assert max(p["state_rows_total"] for p in gold_progress) > 0
+    assert any(p["state_rows_removed"] > 0 for p in gold_progress)
+    assert all(p["watermark"] is not None for p in gold_progress)
+    for job_id in registry.order:
+        assert read_heartbeat(settings, job_id)["status"] == "finished"
+
+    # A rerun with no new data commits nothing anywhere.
+    before = versions(settings, registry)
+    run_all(spark, settings, registry)
+    assert versions(settings, registry) == before
+
+    # A second landing drop: only the new files are read, results equal the oracle over all data.
+    second = generate(settings, events=1500, seed=12, files=3, start=_after(first))
+    run_all(spark, settings, registry)
+    bronze_files = delta_store.read_table(settings.table_path("bronze/clickstream"))["_source_file"].to_pylist()
+    assert Counter(bronze_files).total() + delta_store.count_rows(
+        settings.table_path("bronze/clickstream_quarantine")) == first.lines + second.lines
+    drops.append(arrival_order(second.files))
+    assert_gold_matches_oracle(settings, registry, drops)
+
+    summary = summarize(settings, registry)
+    rows = {t.table: t.rows for t in summary.tables}
+    assert rows["bronze/clickstream"] == bronze + len(bronze_files) - bronze
+    assert sum(summary.quarantine_reasons.values()) == rows["bronze/clickstream_quarantine"]
+    assert summary.state_rows["gold_user_activity_1h"] > 0
+    assert "gold/user_activity_5m" in summary.render()
+
+
+def _after(result):
+    from datetime import timedelta
+
+    from include.generator import DEFAULT_START
+
+    return DEFAULT_START + timedelta(minutes=result.lines / 20 + 30)
+
+
+def test_new_stream_is_added_by_yaml_alone(spark, settings):
+    from include.settings import load_settings
+
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["jobs"]["gold_event_type_15m"] = {
+        "source": {"table": "silver/clickstream", "max_files_per_trigger": 1, "watermark": "10 minutes"},
+        "transform": {"kind": "window_aggregate", "window": "15 minutes", "keys": ["event_type"],
+                      "aggregations": {"event_count": {"fn": "count"}, "total_value": {"fn": "sum", "column": "value"}}},
+        "sink": {"table": "gold/event_type_15m", "mode": "append"},
+    }
+    registry = build_registry(raw)
+    assert registry.order.index("gold_event_type_15m") > registry.order.index("silver_clickstream")
+    landed = generate(settings, events=1500, seed=21, files=3)
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_event_type_15m"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    expected = expected_gold(registry, [arrival_order(landed.files)])["gold/event_type_15m"]
+    assert expected and gold_rows(settings, "gold/event_type_15m", key="event_type") == expected
+
+
+def test_registry_shuffle_partitions_cannot_silently_change_a_checkpoint(spark, settings, registry):
+    from spark_jobs.runner import CheckpointConflict
+
+    generate(settings, events=300, seed=5, files=2)
+    run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
+    run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW, shuffle_partitions=3)
+    with pytest.raises(CheckpointConflict, match="has its state in 3 shuffle partitions; 5 cannot take effect"):
+        run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW, shuffle_partitions=5)

@@ -1,0 +1,114 @@
+"""Registry loading and validation: the real registry loads, and every kind of mistake is named."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from include.registry import RegistryError, Trigger, build_registry, load_registry, parse_duration
+from include.settings import load_settings
+
+
+@pytest.fixture
+def raw():
+    return yaml.safe_load(load_settings().registry_path.read_text())
+
+
+def problems_of(raw) -> list[str]:
+    with pytest.raises(RegistryError) as err:
+        build_registry(raw)
+    return err.value.problems
+
+
+def test_real_registry_loads_in_dependency_order(registry):
+    assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_activity_1h")
+    assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
+    assert registry.job("gold_user_activity_5m").output_schema == {
+        "window_start": "timestamp", "window_end": "timestamp", "user_id": "string",
+        "event_count": "long", "total_value": "double",
+    }
+    bronze = registry.job("bronze_clickstream")
+    assert bronze.output_schema["_source_file"] == "string" and bronze.output_schema["_ingested_at"] == "timestamp"
+    assert bronze.state_store.provider == "rocksdb" and bronze.state_store.changelog_checkpointing
+    assert registry.job("silver_clickstream").source.watermark_seconds == 600
+    assert str(bronze.triggers["live"]) == "processing-time=10 seconds"
+
+
+def test_unknown_job_lists_known_ones(registry):
+    with pytest.raises(KeyError, match="unknown job 'nope'.*bronze_clickstream"):
+        registry.job("nope")
+
+
+def test_unknown_column_names_job_and_field(raw):
+    raw["jobs"]["gold_user_activity_5m"]["transform"]["keys"] = ["customer_id"]
+    raw["jobs"]["gold_user_activity_1h"]["sink"]["merge_keys"] = ["window_start", "nope"]
+    found = problems_of(raw)
+    assert "job 'gold_user_activity_5m': transform.keys: unknown column 'customer_id'" in found
+    assert "job 'gold_user_activity_1h': sink.merge_keys: unknown column 'nope'" in found
+
+
+def test_bad_duration_names_job_and_field(raw):
+    raw["jobs"]["silver_clickstream"]["source"]["watermark"] = "10 minuts"
+    raw["jobs"]["gold_user_activity_1h"]["transform"]["slide"] = "7 minutes"
+    found = problems_of(raw)
+    assert any(p.startswith("job 'silver_clickstream': source.watermark: bad duration '10 minuts'") for p in found)
+    assert any(p.startswith("job 'gold_user_activity_1h': transform.slide: must divide") for p in found)
+
+
+def test_two_jobs_writing_one_table(raw):
+    raw["jobs"]["gold_user_activity_1h"]["sink"]["table"] = "gold/user_activity_5m"
+    found = problems_of(raw)
+    assert any("job 'gold_user_activity_1h': sink table 'gold/user_activity_5m' is already written by job "
+               "'gold_user_activity_5m'" in p for p in found)
+
+
+def test_cycle_is_reported(raw):
+    raw["jobs"]["a_job"] = {"source": {"table": "gold/b_table", "watermark": "1 minute"},
+                            "transform": {"kind": "deduplicate", "keys": ["event_id"]},
+                            "sink": {"table": "gold/a_table"}}
+    raw["jobs"]["b_job"] = {"source": {"table": "gold/a_table", "watermark": "1 minute"},
+                            "transform": {"kind": "deduplicate", "keys": ["event_id"]},
+                            "sink": {"table": "gold/b_table"}}
+    found = problems_of(raw)
+    assert any("forms a cycle" in p and "a_job" in p and "b_job" in p for p in found)
+
+
+def test_source_table_nobody_writes(raw):
+    raw["jobs"]["silver_clickstream"]["source"]["table"] = "bronze/nowhere"
+    assert "job 'silver_clickstream': source.table: 'bronze/nowhere' is not written by any job in the registry" \
+        in problems_of(raw)
+
+
+def test_other_mistakes_are_named(raw):
+    broken = copy.deepcopy(raw)
+    broken["jobs"]["gold_user_activity_5m"]["transform"]["kind"] = "pivot"
+    broken["jobs"]["gold_user_activity_1h"]["sink"]["mode"] = "complete"
+    broken["jobs"]["bronze_clickstream"]["source"]["max_files_per_trigger"] = 0
+    broken["sources"]["clickstream"]["schema"]["value"] = "float64"
+    found = "\n".join(problems_of(broken))
+    assert "job 'gold_user_activity_5m': transform.kind: unknown kind 'pivot'" in found
+    assert "job 'gold_user_activity_1h': sink.mode: unknown mode 'complete'" in found
+    assert "job 'bronze_clickstream': source.max_files_per_trigger: must be a positive integer" in found
+    assert "source 'clickstream': schema: column 'value' has unknown type 'float64'" in found
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(RegistryError, match="registry file not found"):
+        load_registry(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs: [unclosed")
+    with pytest.raises(RegistryError, match="not valid YAML"):
+        load_registry(bad)
+
+
+def test_durations_and_triggers():
+    assert parse_duration("10 minutes") == 600 and parse_duration("1 hour") == 3600
+    assert parse_duration("30 seconds") == 30
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration("ten minutes")
+    assert Trigger.parse("available-now").available_now
+    assert Trigger.parse("processing-time=10 seconds").interval_seconds == 10
+    with pytest.raises(ValueError, match="bad trigger"):
+        Trigger.parse("once")
