@@ -44,3 +44,20 @@ def shuffle_partitions(checkpoint: Path) -> int | None:
     """Shuffle partitions fixed in the checkpoint (state is partitioned by it), or None if new."""
     value = stored_conf(checkpoint).get("spark.sql.shuffle.partitions")
     return int(value) if value else None
+
+
+def committed_watermark_ms(checkpoint: Path) -> int | None:
+    """The event-time watermark (epoch ms) of the latest committed batch, or None without one.
+
+    Read from the offset log entry of the latest batch in `commits/`: that batch evicted (and, in
+    append mode, emitted) every window ending at or before this watermark. Written by Spark before
+    the batch ran, so it never lags behind like the asynchronous progress events can.
+    """
+    batch = latest_committed_batch(checkpoint)
+    if batch is None:
+        return None
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
+        return int(json.loads(lines[1])["batchWatermarkMs"])
+    except (FileNotFoundError, IndexError, KeyError, ValueError):
+        return None

@@ -11,7 +11,6 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
@@ -108,16 +107,19 @@ def append_rows(path: Path | str, columns: Mapping[str, str], rows: Sequence[Map
     write_deltalake(str(path), data, mode="append", commit_properties=CommitProperties(max_commit_retries=50))
 
 
-def read_table(path: Path | str, version: int | None = None) -> pa.Table:
-    """A whole version (default: the latest) of a Delta table.
+def read_table(path: Path | str, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+    """A whole version (default: the latest) of a Delta table, optionally only some columns.
 
     Reads through delta-rs's own query engine: its pyarrow-dataset path aborts the interpreter
     at exit ("terminate called without an active exception") with pyarrow 26.
     """
     table = DeltaTable(str(path), version=version)
-    reader = QueryBuilder().register("t", table).execute("SELECT * FROM t")
-    data = pa.table(reader.read_all())
-    return data.cast(pa.schema(table.schema().to_arrow()))  # plain types, not string_view
+    schema = pa.schema(table.schema().to_arrow())
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    projection = ", ".join(f'"{c}"' for c in schema.names) if columns is not None else "*"
+    reader = QueryBuilder().register("t", table).execute(f"SELECT {projection} FROM t")
+    return pa.table(reader.read_all()).cast(schema)  # plain types, not string_view
 
 
 def count_rows(path: Path | str) -> int:
@@ -150,17 +152,3 @@ def commit_files(path: Path | str, version: int) -> list[dict]:
 def latest_version(path: Path | str) -> int:
     return DeltaTable(str(path)).version()
 
-
-def read_added_rows(path: Path | str, after_version: int) -> pa.Table | None:
-    """Rows added by the commits after `after_version`; None when a commit rewrote data (read it all)."""
-    import pyarrow.parquet as pq
-
-    schema = pa.schema(DeltaTable(str(path)).schema().to_arrow())
-    parts = []
-    try:
-        for version in range(after_version + 1, latest_version(path) + 1):
-            for add in commit_files(path, version):
-                parts.append(pq.read_table(Path(path) / unquote(add["path"])).select(schema.names).cast(schema))
-    except ValueError:
-        return None
-    return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -7,11 +7,13 @@ job (or source) and the field that is wrong.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from include.quality.checks import CHECKS, SEVERITIES
 
 COLUMN_TYPES = ("string", "double", "long", "int", "boolean", "timestamp", "date")
 TRANSFORM_KINDS = ("parse_json", "deduplicate", "window_aggregate")
@@ -115,6 +117,14 @@ class SupervisionSpec:
 
 
 @dataclass(frozen=True)
+class QualitySpec:
+    """Optional `quality:` section of a window_aggregate job (see include/quality/checks.py)."""
+
+    freshness_lag_seconds: int | None = None  # None: the source watermark + the window slide
+    severity: dict[str, str] = field(default_factory=dict)  # check name -> blocking | warning (overrides)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     id: str
     description: str
@@ -126,6 +136,7 @@ class JobSpec:
     output_schema: dict[str, str]
     live: bool
     supervision: SupervisionSpec = SupervisionSpec()
+    quality: QualitySpec = QualitySpec()
 
     @property
     def transform_kind(self) -> str:
@@ -308,7 +319,9 @@ def _validate_job(
     if not isinstance(job, dict):
         problems.append(f"{where}: must be a mapping")
         return None, None
-    unknown = set(job) - {"description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision"}
+    unknown = set(job) - {
+        "description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision", "quality"
+    }
     if unknown:
         problems.append(f"{where}: unknown fields {sorted(unknown)}")
     before = len(problems)
@@ -327,6 +340,7 @@ def _validate_job(
     supervision = _validate_supervision(
         where, {**defaults.get("supervision", {}), **(job.get("supervision") or {})}, problems
     )
+    quality = _validate_quality(where, job.get("quality"), transform, problems)
     if len(problems) > before or sink is None or state_store is None:
         return None, output_schema
     spec = JobSpec(
@@ -340,6 +354,7 @@ def _validate_job(
         output_schema=output_schema,
         live=bool(job.get("live", True)),
         supervision=supervision,
+        quality=quality,
     )
     return spec, output_schema
 
@@ -528,3 +543,35 @@ def _validate_supervision(where: str, raw: dict, problems: list[str]) -> Supervi
             value = getattr(SupervisionSpec, name)
         numbers[name] = value
     return SupervisionSpec(on_down=on_down, **numbers)
+
+
+def _validate_quality(where: str, raw: Any, transform: dict, problems: list[str]) -> QualitySpec:
+    """The job's `quality:` section: `freshness_lag` (a duration) and `severity` overrides."""
+    if raw is None:
+        return QualitySpec()
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: quality: must be a mapping with 'freshness_lag' and/or 'severity'")
+        return QualitySpec()
+    if transform.get("kind") != "window_aggregate":
+        problems.append(f"{where}: quality: only window_aggregate jobs have quality suites")
+    unknown = set(raw) - {"freshness_lag", "severity"}
+    if unknown:
+        problems.append(f"{where}: quality: unknown fields {sorted(unknown)}")
+    lag = None
+    if raw.get("freshness_lag") is not None:
+        try:
+            lag = parse_duration(raw["freshness_lag"])
+            if lag <= 0:
+                raise ValueError("must be positive")
+        except ValueError as exc:
+            problems.append(f"{where}: quality.freshness_lag: {exc}")
+    severity = raw.get("severity") or {}
+    if not isinstance(severity, dict):
+        problems.append(f"{where}: quality.severity: must map expectation names to {' or '.join(SEVERITIES)}")
+        severity = {}
+    for name, level in severity.items():
+        if name not in CHECKS:
+            problems.append(f"{where}: quality.severity.{name}: unknown expectation (known: {', '.join(CHECKS)})")
+        elif level not in SEVERITIES:
+            problems.append(f"{where}: quality.severity.{name}: must be {' or '.join(SEVERITIES)}, got {level!r}")
+    return QualitySpec(freshness_lag_seconds=lag, severity={str(k): str(v) for k, v in severity.items()})

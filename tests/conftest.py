@@ -31,6 +31,14 @@ def lakehouse_env(settings):
     return env
 
 
+@pytest.fixture
+def raw():
+    """The real registry document, parsed but not validated (tests mutate it)."""
+    import yaml
+
+    return yaml.safe_load(load_settings().registry_path.read_text())
+
+
 @pytest.fixture(scope="session")
 def registry():
     return load_registry(load_settings().registry_path)

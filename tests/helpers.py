@@ -38,3 +38,14 @@ def run_cli(args: list[str], env: dict, timeout: float = 300, **kwargs) -> subpr
         LAKEHOUSE + args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,
         start_new_session=True, **kwargs,
     )
+
+
+def problems_of(raw: dict) -> list[str]:
+    """The registry validation problems of a raw registry document (which must be invalid)."""
+    import pytest
+
+    from include.registry import RegistryError, build_registry
+
+    with pytest.raises(RegistryError) as err:
+        build_registry(raw)
+    return err.value.problems

@@ -1,68 +1,104 @@
-"""Great Expectations on the windowed gold tables: good data passes, each defect fails its own check."""
+"""Great Expectations on the windowed gold tables: good data passes, each defect fails its own check.
+
+The "good data" test runs the real pipeline; defects are injected into small synthetic Delta tables
+(silver events for an hour, the 5-minute gold table the stream would emit, and the gold job's
+checkpoint watermark) to keep the suite fast.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
 
-from helpers import generate, run_cli
+from helpers import REPO, generate, problems_of, run_cli
 from include import delta_store
-from include.observability import PROGRESS_SCHEMA
-from include.quality import run_quality
-from include.quality.runner import RESULTS_TABLE
-from include.registry import Trigger
+from include.quality import gx_context, run_quality
+from include.quality.results import RESULTS_TABLE
+from include.quality.suites import quality_tables
+from include.registry import Trigger, build_registry
 from spark_jobs.runner import run_job
 
 GOLD = "gold/user_activity_5m"
+SILVER = "silver/clickstream"
+JOB = "gold_user_activity_5m"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+ALL_CHECKS = {"window_size", "window_aligned", "no_future_windows", "keys_not_null", "event_count_positive",
+              "values_in_range", "unique_windows", "freshness", "reconciliation"}
 
 
-def failed(report) -> set[str]:
-    return {r.expectation for r in report.results if not r.success}
+# ---------------------------------------------------------------------------------------------- data
 
 
-def write(settings, table, registry, rows, batch):
-    delta_store.ensure_table(settings.table_path(table), registry.table_schemas[table])
+def write(settings, registry, table: str, rows: list[dict]) -> None:
+    """One append commit of `rows` (a new Delta version)."""
+    path = settings.table_path(table)
+    delta_store.ensure_table(path, registry.table_schemas[table])
     data = pa.Table.from_pylist(rows, schema=delta_store.arrow_schema(registry.table_schemas[table]))
-    delta_store.commit_batch(settings.table_path(table), data, app_id="test", batch_id=batch)
+    delta_store.commit_batch(path, data, app_id="test", batch_id=delta_store.latest_version(path))
 
 
-def silver_events(minutes: int, offset: timedelta = timedelta(0)) -> list[dict]:
-    return [{"event_id": f"{user}-{offset.total_seconds()}-{i}", "user_id": user, "event_type": "click",
-             "value": 1.0, "event_time": START + offset + timedelta(seconds=30 * i),
-             "_source_file": "f", "_ingested_at": START}
+def silver_events(minutes: int, offset: timedelta = timedelta(0), tag: str = "") -> list[dict]:
+    """Two users, one event each every 30 s, for `minutes` from START + offset."""
+    return [{"event_id": f"{user}-{tag}{i}", "user_id": user, "event_type": "click", "value": 1.0,
+             "event_time": START + offset + timedelta(seconds=30 * i), "_source_file": "f", "_ingested_at": START}
             for i in range(minutes * 2) for user in ("user_a", "user_b")]
 
 
-def gold_rows(events: list[dict], watermark: datetime) -> list[dict]:
-    windows: dict[tuple, list] = {}
+def windows_of(events: list[dict], watermark: datetime) -> list[dict]:
+    """The finalized 5-minute windows of `events` (what the append-mode job emits)."""
+    cells: dict[tuple, list] = {}
     for e in events:
         start = e["event_time"] - timedelta(seconds=int(e["event_time"].timestamp()) % 300)
-        cell = windows.setdefault((start, e["user_id"]), [0, 0.0])
+        cell = cells.setdefault((start, e["user_id"]), [0, 0.0])
         cell[0] += 1
         cell[1] += e["value"]
     return [{"window_start": s, "window_end": s + timedelta(minutes=5), "user_id": u, "event_count": c,
-             "total_value": v} for (s, u), (c, v) in sorted(windows.items()) if s + timedelta(minutes=5) <= watermark]
+             "total_value": v} for (s, u), (c, v) in sorted(cells.items()) if s + timedelta(minutes=5) <= watermark]
+
+
+def write_checkpoint(settings, job_id: str, watermark: datetime) -> None:
+    """A committed batch 0 in the job's checkpoint, with this watermark (as Spark writes it)."""
+    checkpoint = settings.checkpoint_dir(job_id)
+    for log in ("offsets", "commits"):
+        (checkpoint / log).mkdir(parents=True, exist_ok=True)
+    offsets = {"batchWatermarkMs": int(watermark.timestamp() * 1000), "batchTimestampMs": 0, "conf": {}}
+    (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(offsets)}\n{{\"version\": 1}}")
+    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
 def make_tables(settings, registry, mutate=None) -> list[dict]:
-    """Silver events for an hour, the gold 5-minute table the stream would emit, and its progress."""
+    """Silver events for an hour, the gold table the job would emit, and the job's watermark."""
     events = silver_events(60)
     watermark = max(e["event_time"] for e in events) - timedelta(minutes=10)
-    write(settings, "silver/clickstream", registry, events, 0)
-    rows = gold_rows(events, watermark)
+    write(settings, registry, SILVER, events)
+    rows = windows_of(events, watermark)
     if mutate:
         mutate(rows)
-    write(settings, GOLD, registry, rows, 0)
-    progress = {name: None for name in PROGRESS_SCHEMA}
-    progress.update(job="gold_user_activity_5m", query_id="q", run_id="r", batch_id=0, progress_time=START,
-                    watermark=watermark, state_operators="[]")
-    delta_store.append_rows(settings.ops_table("query_progress"), PROGRESS_SCHEMA, [progress])
+    write(settings, registry, GOLD, rows)
+    write_checkpoint(settings, JOB, watermark)
     return rows
+
+
+def new_window(user: str | None = "user_a", **values) -> dict:
+    """A gold row for 01:00-01:05, past the watermark: no table check looks at it."""
+    start = START + timedelta(hours=1)
+    return {"window_start": start, "window_end": start + timedelta(minutes=5), "user_id": user,
+            "event_count": 1, "total_value": 1.0, **values}
+
+
+def validate(settings, registry, **kwargs):
+    return run_quality(settings, registry, [GOLD], now=NOW, **kwargs)
+
+
+def recorded(settings, run_id: str | None = None) -> list[dict]:
+    rows = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
+    return [r for r in rows if run_id in (None, r["run_id"])]
 
 
 @pytest.fixture
@@ -70,29 +106,37 @@ def synthetic(settings, registry):
     return make_tables(settings, registry)
 
 
-def validate(settings, registry, **kwargs):
-    return run_quality(settings, registry, [GOLD], now=NOW, **kwargs)
+# ---------------------------------------------------------------------------------------------- tests
 
 
-def test_good_pipeline_output_passes_and_is_reported(spark, settings, registry):
+def test_pipeline_output_passes_and_is_reported(spark, settings, registry):
+    config_before = (REPO / "include" / "gx" / "great_expectations.yml").read_bytes()
     generate(settings, events=1500, seed=71, files=3)
     for job_id in registry.order:
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))
     report = run_quality(settings, registry)
-    assert not failed(report), report.render()
-    assert {r.table for r in report.results} == {"gold/user_activity_5m", "gold/user_activity_1h"}
-    names = {r.expectation for r in report.results}
-    assert {"window_size", "window_aligned", "unique_windows", "keys_not_null", "event_count_positive",
-            "values_in_range", "no_future_windows", "freshness", "reconciliation"} <= names
-    assert report.docs_index.exists() and report.docs_index.name == "index.html"
-    recorded = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    assert len(recorded) == len(report.results) and all(r["success"] for r in recorded)
-    reconciliation = next(r for r in report.results if r.expectation == "reconciliation" and r.table == GOLD)
-    assert '"gold_events"' in reconciliation.observed_value
+    assert not report.failed(), report.render()
+    for table in ("gold/user_activity_5m", "gold/user_activity_1h"):
+        assert {r.expectation for r in report.results if r.table == table} == ALL_CHECKS
+        reconciliation = next(r for r in report.results if r.table == table and r.expectation == "reconciliation")
+        observed = json.loads(reconciliation.observed_value)
+        # backfill: gold equals the distinct silver events of every finalized window, exactly
+        assert observed["gold_events"] == observed["source_events"] > 0 and observed["finalized_windows"] > 0
+        assert observed["watermark_source"] == "checkpoint"
+    assert report.docs_index == settings.reports_dir / "data_docs" / "index.html" and report.docs_index.exists()
+    assert list((settings.reports_dir / "data_docs" / "validations").iterdir())
+    rows = recorded(settings)
+    assert len(rows) == len(report.results) and all(r["success"] for r in rows)
+    assert {r["engine"] for r in rows} == {"pandas"}
+    # the GE project in the repo is untouched; its stores live under LAKEHOUSE_ROOT
+    assert [p.name for p in (REPO / "include" / "gx").iterdir()] == ["great_expectations.yml"]
+    assert (REPO / "include" / "gx" / "great_expectations.yml").read_bytes() == config_before
 
 
 def test_synthetic_good_data_passes(settings, registry, synthetic):
-    assert not failed(validate(settings, registry))
+    report = validate(settings, registry)
+    assert not report.failed(), report.render()
+    assert {r.expectation for r in report.results} == ALL_CHECKS
 
 
 def _duplicate(rows):
@@ -107,68 +151,158 @@ def _null_key(rows):
     rows[4]["user_id"] = None
 
 
-def _count_mismatch(rows):
+def _count_too_high(rows):
     rows[5]["event_count"] += 1
+
+
+def _count_too_low(rows):
+    rows[6]["event_count"] -= 1
+
+
+def _future_window(rows):
+    rows.append(new_window(window_start=NOW + timedelta(hours=1), window_end=NOW + timedelta(hours=1, minutes=5)))
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [
     (_duplicate, "unique_windows"),
     (_wrong_bounds, "window_size"),
     (_null_key, "keys_not_null"),
-    (_count_mismatch, "reconciliation"),
-], ids=["duplicated_row", "wrong_bounds", "null_key", "reconciliation_mismatch"])
+    (_count_too_high, "reconciliation"),
+    (_count_too_low, "reconciliation"),
+    (_future_window, "no_future_windows"),
+], ids=["duplicated_row", "wrong_bounds", "null_key", "count_too_high", "count_too_low", "future_window"])
 def test_each_defect_fails_exactly_its_expectation(settings, registry, mutate, expected):
     make_tables(settings, registry, mutate)
     report = validate(settings, registry)
-    assert failed(report) == {expected}, report.render()
-    recorded = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    assert {r["expectation"] for r in recorded if not r["success"]} == {expected}
+    assert report.failed() == {expected}, report.render()
+    assert {r.expectation for r in report.blocking_failures} == {expected}
+    assert f"FAIL {GOLD:<24} {expected}" in report.render()
+    assert {r["expectation"] for r in recorded(settings, report.run_id) if not r["success"]} == {expected}
+
+
+def test_reconciliation_tolerates_late_arrivals_only(settings, registry):
+    """Events silver commits after later ones may have been dropped by gold as late; no others may be missing."""
+    late = silver_events(5, tag="late")  # 00:00-00:05 again (new event ids), after events up to 00:59:30
+    for root, mutate in (("ok", None), ("short", _first_window_one_less)):
+        lakehouse = replace(settings, root=settings.root / root)
+        make_tables(lakehouse, registry, mutate)
+        write(lakehouse, registry, SILVER, late)
+        report = validate(lakehouse, registry)
+        observed = json.loads(next(r.observed_value for r in report.results if r.expectation == "reconciliation"))
+        assert observed["late_arrival_candidates"] == len(late)
+        if mutate is None:  # gold lacks the late events: legitimately dropped as late
+            assert not report.failed(), report.render()
+            assert observed["shortfall_events"] == len(late) and observed["unreconciled_windows"] == 0
+        else:  # one event more is missing from the window than could have arrived late
+            assert report.failed() == {"reconciliation"}, report.render()
+            assert observed["unreconciled_sample"] == [{"window_start": START.isoformat(), "gold": 19,
+                                                        "source": 40, "late_arrival_candidates": 20}]
+
+
+def _first_window_one_less(rows):
+    rows[0]["event_count"] -= 1
 
 
 def test_stale_table_fails_freshness_only(settings, registry, synthetic):
-    write(settings, "silver/clickstream", registry, silver_events(30, offset=timedelta(hours=2)), 1)
-    report = validate(settings, registry, full=True)
-    assert failed(report) == {"freshness"}, report.render()
+    assert not validate(settings, registry).failed()
+    # silver moves on two hours later; the gold job (and its watermark) does not
+    write(settings, registry, SILVER, silver_events(30, offset=timedelta(hours=2), tag="later"))
+    report = validate(settings, registry)  # incremental, and gold has no new version: table checks still run
+    assert report.failed() == {"freshness"}, report.render()
+    assert {r.expectation for r in report.results} == {"unique_windows", "freshness", "reconciliation"}
+    observed = json.loads(next(r.observed_value for r in report.results if r.expectation == "freshness"))
+    assert observed["freshness_lag_seconds"] > observed["allowed_lag_seconds"] == 20 * 60
+    assert {r["expectation"] for r in recorded(settings, report.run_id) if not r["success"]} == {"freshness"}
 
 
-def test_incremental_validates_only_new_versions(settings, registry, synthetic):
+def test_incremental_validates_only_new_versions_and_full_everything(settings, registry, synthetic):
     first = validate(settings, registry)
-    assert not failed(first)
+    row_checks = [r for r in recorded(settings, first.run_id) if r["expectation"] == "window_size"]
+    assert [(r["version_from"], r["version_to"], r["rows_validated"]) for r in row_checks] == [(0, 1, len(synthetic))]
+
     again = validate(settings, registry)
-    assert not again.results and "already validated" in again.notes[0]
-    late = START + timedelta(hours=1)
-    write(settings, GOLD, registry, [{"window_start": late, "window_end": late + timedelta(minutes=5),
-                                      "user_id": None, "event_count": 1, "total_value": 1.0}], 1)
+    assert {r.expectation for r in again.results} == {"unique_windows", "freshness", "reconciliation"}
+    assert "row checks skipped" in again.render()
+
+    write(settings, registry, GOLD, [new_window(user=None)])
     incremental = validate(settings, registry)
-    assert "keys_not_null" in failed(incremental)
-    recorded = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    rows_checked = {r["rows_validated"] for r in recorded if r["run_id"] == incremental.run_id}
-    assert rows_checked == {1}
+    assert incremental.failed() == {"keys_not_null"}
+    rows = recorded(settings, incremental.run_id)
+    assert {(r["version_from"], r["version_to"], r["rows_validated"]) for r in rows if r["expectation"] == "keys_not_null"} == {(2, 2, 1)}
+    assert {(r["version_from"], r["version_to"]) for r in rows if r["expectation"] == "unique_windows"} == {(0, 2)}
+
+    assert validate(settings, registry).failed() == set()  # that version is validated; its failure stays recorded
     full = validate(settings, registry, full=True)
-    recorded = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    assert {r["rows_validated"] for r in recorded if r["run_id"] == full.run_id} == {len(synthetic) + 1}
+    assert full.failed() == {"keys_not_null"}
+    assert {r["rows_validated"] for r in recorded(settings, full.run_id) if r["expectation"] == "keys_not_null"} == {
+        len(synthetic) + 1}
+
+    # the GE validation store (the report's history) is bounded
+    store = settings.reports_dir / "gx" / "gx" / "validations"
+    assert len(list((store / "gold__user_activity_5m__table").glob("*/*/*.json"))) == 5
+    assert gx_context.prune_validations(settings, keep=2) == 3 + 1  # table suite: 5 -> 2, rows suite: 3 -> 2
+    assert {s.name: len(list(s.glob("*/*/*.json"))) for s in store.iterdir() if s.is_dir()} == {
+        "gold__user_activity_5m__table": 2, "gold__user_activity_5m__rows": 2}
 
 
 def test_spark_engine_above_the_threshold(spark, settings, registry, synthetic):
-    rows = [dict(r) for r in synthetic]
-    late = START + timedelta(hours=1)
-    write(settings, GOLD, registry, [{"window_start": late, "window_end": late + timedelta(minutes=7),
-                                      "user_id": "user_a", "event_count": 1, "total_value": 1.0}], 1)
+    validate(settings, registry)
+    write(settings, registry, GOLD, [new_window(window_end=START + timedelta(hours=1, minutes=7))])
     report = validate(replace(settings, dq_spark_threshold_rows=0), registry)
-    assert failed(report) == {"window_size"} and rows
-    recorded = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    assert {r["engine"] for r in recorded} == {"spark"}
+    assert report.failed() == {"window_size"}, report.render()
+    engines = {r["expectation"]: r["engine"] for r in recorded(settings, report.run_id)}
+    assert engines["window_size"] == "spark" and engines["reconciliation"] == "pandas"
 
 
-def test_cli_exit_codes(settings, registry, synthetic, lakehouse_env):
+def test_cli_exit_codes_and_output(settings, registry, synthetic, lakehouse_env):
     good = run_cli(["quality", "run", GOLD], lakehouse_env, timeout=300)
-    assert good.returncode == 0, good.stderr[-2000:]
-    assert "outcome: passed" in good.stdout and "data_docs/index.html" in good.stdout
-    late = START + timedelta(hours=1)
-    write(settings, GOLD, registry, [{"window_start": late, "window_end": late + timedelta(minutes=5),
-                                      "user_id": "user_a", "event_count": 0, "total_value": 1.0}], 1)
+    assert good.returncode == 0, good.stderr[-3000:]
+    assert "outcome: passed" in good.stdout
+    assert f"report: {settings.reports_dir / 'data_docs' / 'index.html'}" in good.stdout
+    assert (settings.reports_dir / "data_docs" / "index.html").exists()
+
+    write(settings, registry, GOLD, [new_window(total_value=-5.0)])
+    warned = run_cli(["quality", "run"], lakehouse_env, timeout=300)  # a warning does not fail the run
+    assert warned.returncode == 0, warned.stdout + warned.stderr[-3000:]
+    assert f"warn {GOLD:<24} values_in_range" in warned.stdout and "1 warnings" in warned.stdout
+
+    write(settings, registry, GOLD, [new_window(user="user_b", event_count=0)])
     bad = run_cli(["quality", "run", GOLD], lakehouse_env, timeout=300)
-    assert bad.returncode == 1
-    assert "FAIL gold/user_activity_5m    event_count_positive" in bad.stdout
+    assert bad.returncode == 1, bad.stdout + bad.stderr[-3000:]
+    assert f"FAIL {GOLD:<24} event_count_positive" in bad.stdout
+    assert f"outcome: FAILED (1 blocking: {GOLD} event_count_positive)" in bad.stdout
+
     unknown = run_cli(["quality", "run", "gold/nope"], lakehouse_env, timeout=300)
     assert unknown.returncode == 2 and "not a windowed gold table: gold/nope" in unknown.stderr
+
+
+# ------------------------------------------------------------------------------------ registry section
+
+
+def test_quality_section_configures_the_suite(raw):
+    raw = copy.deepcopy(raw)
+    raw["jobs"][JOB]["quality"] = {"freshness_lag": "20 minutes", "severity": {"freshness": "warning"}}
+    del raw["jobs"]["gold_user_activity_1h"]["quality"]
+    specs = quality_tables(build_registry(raw))
+    assert specs[GOLD].freshness_lag_seconds == 1200
+    assert {c.name: c.severity for c in specs[GOLD].checks}["freshness"] == "warning"
+    assert specs["gold/user_activity_1h"].freshness_lag_seconds == 600 + 300  # default: watermark + slide
+
+
+@pytest.mark.parametrize(("job", "section", "problem"), [
+    (JOB, {"freshness_lag": "soon"}, f"job '{JOB}': quality.freshness_lag: bad duration 'soon'"),
+    (JOB, {"freshness_lag": "0 minutes"}, f"job '{JOB}': quality.freshness_lag: must be positive"),
+    (JOB, {"severity": {"window_sise": "warning"}}, f"job '{JOB}': quality.severity.window_sise: unknown expectation"),
+    (JOB, {"severity": {"freshness": "fatal"}},
+     f"job '{JOB}': quality.severity.freshness: must be blocking or warning, got 'fatal'"),
+    (JOB, {"severity": ["freshness"]}, f"job '{JOB}': quality.severity: must map expectation names"),
+    (JOB, {"lag": "1 hour"}, f"job '{JOB}': quality: unknown fields ['lag']"),
+    (JOB, "strict", f"job '{JOB}': quality: must be a mapping"),
+    ("silver_clickstream", {"freshness_lag": "1 hour"},
+     "job 'silver_clickstream': quality: only window_aggregate jobs have quality suites"),
+])
+def test_quality_section_errors_name_job_and_field(raw, job, section, problem):
+    raw = copy.deepcopy(raw)
+    raw["jobs"][job]["quality"] = section
+    problems = problems_of(raw)
+    assert any(p.startswith(problem) for p in problems), problems

@@ -5,21 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 
-from include.registry import RegistryError, Trigger, build_registry, load_registry, parse_duration
-from include.settings import load_settings
-
-
-@pytest.fixture
-def raw():
-    return yaml.safe_load(load_settings().registry_path.read_text())
-
-
-def problems_of(raw) -> list[str]:
-    with pytest.raises(RegistryError) as err:
-        build_registry(raw)
-    return err.value.problems
+from helpers import problems_of
+from include.registry import RegistryError, Trigger, load_registry, parse_duration
 
 
 def test_real_registry_loads_in_dependency_order(registry):

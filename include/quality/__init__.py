@@ -1,5 +1,28 @@
-"""Data quality of the windowed gold tables: Great Expectations suites derived from the registry."""
+"""Data quality of the windowed gold tables: Great Expectations suites derived from the job registry.
 
-from include.quality.runner import QualityReport, run_quality
+- :mod:`include.quality.checks`: the expectations by stable name, with their default severity
+  (the one place severities are declared; a job's ``quality.severity`` in the registry overrides).
+- :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry).
+- :mod:`include.quality.runner`: ``run_quality``, which validates, records ``_ops/dq_results`` and
+  builds the Data Docs.
+
+The package imports nothing heavy until ``run_quality`` is used: the registry imports
+:mod:`include.quality.checks` to validate ``quality:`` sections, and DAG parsing must stay light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from include.quality.runner import QualityReport, run_quality
 
 __all__ = ["QualityReport", "run_quality"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from include.quality import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'include.quality' has no attribute {name!r}")

@@ -1,0 +1,155 @@
+"""The Great Expectations side: the file data context, running a suite on a frame, Data Docs.
+
+The project config is committed at ``include/gx/great_expectations.yml``. GE writes its datasources
+back into its config and keeps its stores next to it, so every run copies the config to
+``LAKEHOUSE_ROOT/_reports/gx/gx/`` and opens the context there: nothing is ever written into the repo.
+The Data Docs site is ``LAKEHOUSE_ROOT/_reports/data_docs/``. Validation definitions and checkpoints refer
+to the datasources of the run that made them, so they are dropped and rebuilt by every run; suites
+and validation results (the report's history) are kept. Runs on one lakehouse are serialized
+with a file lock (the ``data_quality`` DAG validates tables in parallel tasks).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from include.quality.checks import BLOCKING
+from include.quality.suites import Check
+from include.settings import PACKAGE_DIR, Settings
+
+log = logging.getLogger(__name__)
+
+GX_CONFIG = PACKAGE_DIR / "gx" / "great_expectations.yml"
+DOCS_DIR_VARIABLE = "${LAKEHOUSE_DATA_DOCS_DIR}"
+DERIVED_STORES = ("validation_definitions", "checkpoints")
+KEEP_VALIDATIONS_PER_SUITE = 50  # older validation results (and their Data Docs pages) are pruned
+
+
+def docs_dir(settings: Settings) -> Path:
+    return settings.reports_dir / "data_docs"
+
+
+@contextmanager
+def open_context(settings: Settings) -> Iterator[Any]:
+    """A GE file context on this lakehouse's copy of the project config, held under an exclusive lock."""
+    project = settings.reports_dir / "gx"
+    (project / "gx").mkdir(parents=True, exist_ok=True)
+    docs_dir(settings).mkdir(parents=True, exist_ok=True)
+    with open(project / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        config = GX_CONFIG.read_text().replace(DOCS_DIR_VARIABLE, str(docs_dir(settings)))
+        (project / "gx" / "great_expectations.yml").write_text(config)
+        for derived in DERIVED_STORES:  # they name this run's datasources; rebuilt from the registry
+            shutil.rmtree(project / "gx" / derived, ignore_errors=True)
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+        import great_expectations as gx
+
+        yield gx.get_context(mode="file", project_root_dir=str(project))
+
+
+def _expectation(check: Check, observed: dict[str, Any] | None):
+    """The GE expectation of `check`; table checks carry this run's observed details in the text
+    (the validation page shows the description, the suite page also the notes)."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    description = f"{check.name} ({check.severity}): {check.description}"
+    if observed:
+        description += ". Observed: " + ", ".join(f"{k} {json_value(v)}" for k, v in observed.items())
+    return getattr(gxe, check.expectation)(
+        **check.kwargs,
+        meta={"check": check.name, "severity": check.severity},
+        description=description.replace("<", "&lt;"),
+        severity=FailureSeverity.CRITICAL if check.severity == BLOCKING else FailureSeverity.WARNING,
+        notes=[f"{k}: {json_value(v)}" for k, v in observed.items()] if observed else None,
+    )
+
+
+def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], observed: dict[str, dict[str, Any]],
+              batch_metadata: dict[str, Any], run_name: str, run_time: datetime) -> list[tuple[Check, bool, Any]]:
+    """Validate `frame` against `checks` through a GE checkpoint that also updates the Data Docs.
+
+    `observed` holds, per check name, details computed before validation (table checks) to show in
+    the report.
+    Returns (check, success, observed value) per check, in order.
+    """
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    datasource = (context.data_sources.add_or_update_spark("lakehouse_spark") if spark
+                  else context.data_sources.add_or_update_pandas("lakehouse_pandas"))
+    asset = datasource.add_dataframe_asset(name, batch_metadata=batch_metadata)
+    batch = asset.add_batch_definition_whole_dataframe("latest")
+    suite = context.suites.add_or_update(gx.ExpectationSuite(
+        name=name, expectations=[_expectation(c, observed.get(c.name)) for c in checks]))
+    definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
+                                                                                       suite=suite))
+    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+        name=name, validation_definitions=[definition], result_format="SUMMARY",
+        actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")]))
+    outcome = checkpoint.run(batch_parameters={"dataframe": frame},
+                             run_id=RunIdentifier(run_name=run_name, run_time=run_time))
+    by_check = {(r.expectation_config.meta["check"], r.expectation_config.kwargs["column"]): r
+                for validation in outcome.run_results.values() for r in validation.results}
+    missing = [c.name for c in checks if (c.name, c.column) not in by_check]
+    if missing:
+        raise RuntimeError(f"suite {name}: no result for {missing}")
+    return [(c, bool(r.success), _observed(c, r)) for c in checks for r in [by_check[(c.name, c.column)]]]
+
+
+def _error(info: dict | None) -> str | None:
+    """The message of an exception GE caught while evaluating an expectation (top level or per metric)."""
+    candidates = [info or {}] + [v for v in (info or {}).values() if isinstance(v, dict)]
+    raised = [c for c in candidates if c.get("raised_exception")]
+    return str(raised[0].get("exception_message"))[:500] if raised else None
+
+
+def _observed(check: Check, result) -> Any:
+    error = _error(result.exception_info)
+    if error:
+        return {"error": error}
+    observed = result.result.get("observed_value")
+    if observed is not None:
+        return observed.item() if hasattr(observed, "item") else observed  # numpy scalars
+    return {"column": check.column, "unexpected_count": result.result.get("unexpected_count"),
+            "unexpected_percent": result.result.get("unexpected_percent"),
+            "unexpected_sample": (result.result.get("partial_unexpected_list") or [])[:5]}
+
+
+def prune_validations(settings: Settings, keep: int = KEEP_VALIDATIONS_PER_SUITE) -> int:
+    """Delete all but the newest `keep` validation results per suite; the next Data Docs index build
+    drops their pages. Returns how many were deleted."""
+    store = settings.reports_dir / "gx" / "gx" / "validations"
+    pruned = 0
+    for suite in (p for p in store.iterdir() if p.is_dir()) if store.is_dir() else ():
+        # validations/<suite>/<run_name>/<run_time>/<batch>.json; run_time sorts chronologically
+        runs = sorted({p.parent for p in suite.glob("*/*/*.json")}, key=lambda p: p.name, reverse=True)
+        for old in runs[keep:]:
+            shutil.rmtree(old)
+            if not any(old.parent.iterdir()):
+                old.parent.rmdir()
+            pruned += 1
+    if pruned:
+        log.info("pruned %d old validation results", pruned)
+    return pruned
+
+
+def ensure_index(context, settings: Settings) -> Path:
+    """The Data Docs index, built when no validation has built it yet."""
+    index = docs_dir(settings) / "index.html"
+    if not index.exists():
+        context.build_data_docs()
+    return index
+
+
+def json_value(value: Any) -> str:
+    return json.dumps(value, default=str)
