@@ -1,10 +1,17 @@
-"""Deterministic clickstream test data: JSON lines with duplicates, disorder, late and malformed lines.
+"""Deterministic test data: clickstream events and their payments, as JSON lines.
+
+Clickstream: JSON lines with duplicates, disorder, late and malformed lines.
 
 Each of the `events` records is an event or (with `malformed_fraction`) a malformed line; re-sent
 duplicates (an identical copy of an event, a few minutes of arrivals later) are extra lines.
 Arrival order is file order; event time runs at `events_per_minute` from `start`, except
 out-of-order events (up to 8 minutes behind, within the watermark) and late events (20 to 60
 minutes behind, beyond a 10-minute watermark).
+
+Payments (:func:`generate_payment_lines`) belong to the purchases of the clickstream generated with
+the same configuration: 75 % are paid 0 to 25 minutes after the purchase, 10 % 35 to 90 minutes after
+(outside a 30-minute join bound), 15 % never. They arrive in payment-time order, with re-sent
+duplicates and malformed lines at the configured fractions.
 """
 
 from __future__ import annotations
@@ -26,6 +33,11 @@ DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
 OFFSETS = (timedelta(0), timedelta(hours=2), timedelta(hours=-5), timedelta(hours=5, minutes=30))
 MALFORMED_KINDS = ("broken_json", "missing_event_time", "unparseable_timestamp", "wrong_type", "missing_event_id")
+PAYMENT_MALFORMED_KINDS = ("broken_json", "missing_payment_time", "unparseable_timestamp", "wrong_type",
+                           "missing_payment_id")
+PAID_WITHIN = (0, 25 * 60)  # seconds after the purchase
+PAID_AFTER = (35 * 60, 90 * 60)
+PAID_FRACTION, PAID_AFTER_FRACTION = 0.75, 0.10
 
 
 @dataclass(frozen=True)
@@ -75,19 +87,17 @@ def _iso(moment: datetime, rng: random.Random) -> str:
     return text.replace("+00:00", "Z") if offset == timedelta(0) and rng.random() < 0.5 else text
 
 
-def _malformed(event: dict, kind: str) -> str:
+def _malformed(record: dict, kind: str, time_field: str = "event_time", number_field: str = "value") -> str:
     if kind == "broken_json":
-        text = json.dumps(event)
+        text = json.dumps(record)
         return text[: max(1, len(text) // 2)]
-    bad = dict(event)
-    if kind == "missing_event_time":
-        del bad["event_time"]
-    elif kind == "missing_event_id":
-        del bad["event_id"]
+    bad = dict(record)
+    if kind.startswith("missing_"):
+        del bad[kind.removeprefix("missing_")]
     elif kind == "unparseable_timestamp":
-        bad["event_time"] = "not-a-timestamp"
+        bad[time_field] = "not-a-timestamp"
     elif kind == "wrong_type":
-        bad["value"] = "twelve"
+        bad[number_field] = "twelve"
     return json.dumps(bad)
 
 
@@ -137,9 +147,64 @@ def generate_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
     return lines, kinds
 
 
+def _purchases(lines: list[str]) -> dict[str, tuple[datetime, float]]:
+    """Event time and value of each distinct, well-formed purchase event, in arrival order."""
+    purchases: dict[str, tuple[datetime, float]] = {}
+    for line in lines:
+        try:
+            event = json.loads(line)
+            moment = datetime.fromisoformat(event["event_time"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if event.get("event_type") == "purchase" and isinstance(event.get("value"), float | int) and "event_id" in event:
+            purchases.setdefault(event["event_id"], (moment, float(event["value"])))
+    return purchases
+
+
+def generate_payment_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
+    """Payment lines, in arrival (payment-time) order, for the purchases of ``generate_lines(config)``."""
+    clicks, _ = generate_lines(config)
+    rng = random.Random(f"payments:{config.seed}")
+    kinds: Counter = Counter()
+    payments: list[tuple[datetime, str, dict]] = []
+    for order_id, (ordered_at, value) in _purchases(clicks).items():
+        roll = rng.random()
+        if roll >= PAID_FRACTION + PAID_AFTER_FRACTION:
+            kinds["unpaid"] += 1
+            continue
+        kind, (low, high) = ("paid", PAID_WITHIN) if roll < PAID_FRACTION else ("paid_late", PAID_AFTER)
+        paid_at = ordered_at + timedelta(seconds=rng.randint(low, high))
+        payment = {"payment_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)), "order_id": order_id,
+                   "amount": value, "payment_time": _iso(paid_at, rng)}
+        payments.append((paid_at, kind, payment))
+    payments.sort(key=lambda p: p[0])
+    lines: list[str] = []
+    resend: dict[int, list[str]] = {}
+    for index, (_, kind, payment) in enumerate(payments):
+        if rng.random() < config.malformed_fraction:
+            malformed = rng.choice(PAYMENT_MALFORMED_KINDS)
+            kinds[f"malformed:{malformed}"] += 1
+            lines.append(_malformed(payment, malformed, "payment_time", "amount"))
+        else:
+            kinds[kind] += 1
+            lines.append(json.dumps(payment))
+            if rng.random() < config.duplicate_fraction:  # re-sent a few payments later
+                kinds["duplicate"] += 1
+                resend.setdefault(index + rng.randint(0, 3), []).append(lines[-1])
+        lines += resend.pop(index, [])
+    for due in sorted(resend):
+        lines += resend[due]
+    return lines, kinds
+
+
+LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines}
+
+
 def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:
     """Write the lines into `files` JSON-lines files, atomically, with increasing modification times."""
-    lines, kinds = generate_lines(config)
+    if source not in LINE_GENERATORS:
+        raise ValueError(f"no test-data generator for source {source!r} (generators: {', '.join(LINE_GENERATORS)})")
+    lines, kinds = LINE_GENERATORS[source](config)
     directory.mkdir(parents=True, exist_ok=True)
     existing = [p.stat().st_mtime for p in directory.iterdir() if p.is_file()]
     first_mtime = max([time.time() - config.files, *[m + 1 for m in existing]])

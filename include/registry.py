@@ -16,7 +16,9 @@ import yaml
 from include.quality.checks import CHECKS, SEVERITIES
 
 COLUMN_TYPES = ("string", "double", "long", "int", "boolean", "timestamp", "date")
-TRANSFORM_KINDS = ("parse_json", "deduplicate", "window_aggregate")
+TRANSFORM_KINDS = ("parse_json", "deduplicate", "window_aggregate", "session_aggregate", "stream_join")
+QUALITY_KINDS = ("window_aggregate", "session_aggregate", "stream_join")  # kinds whose sink has a suite
+JOIN_TYPES = ("inner", "left_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
 STATE_PROVIDERS = ("rocksdb", "hdfs")
@@ -137,10 +139,16 @@ class JobSpec:
     live: bool
     supervision: SupervisionSpec = SupervisionSpec()
     quality: QualitySpec = QualitySpec()
+    right_source: SourceSpec | None = None  # the second input of a stream_join
 
     @property
     def transform_kind(self) -> str:
         return self.transform["kind"]
+
+    @property
+    def sources(self) -> list[SourceSpec]:
+        """Every input of the job: its source, and the right side of a join."""
+        return [self.source] + ([self.right_source] if self.right_source else [])
 
     def tables_written(self) -> list[str]:
         return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
@@ -160,10 +168,8 @@ class Registry:
 
     def upstream(self, job_id: str) -> list[str]:
         """Jobs whose tables `job_id` reads."""
-        source = self.job(job_id).source
-        if source.kind != "delta":
-            return []
-        return [j.id for j in self.jobs.values() if source.name in j.tables_written()]
+        read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
+        return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
 
     def writer_of(self, table: str) -> JobSpec | None:
         return next((j for j in self.jobs.values() if table in j.tables_written()), None)
@@ -230,13 +236,20 @@ def _declared_tables(job: Any) -> list[str]:
     return [t for t in (sink.get("table"), sink.get("quarantine_table")) if isinstance(t, str)]
 
 
+def _read_tables(job: Any) -> list[str]:
+    """The Delta tables a raw job reads: source.table, and transform.right.table of a join."""
+    if not isinstance(job, dict):
+        return []
+    transform = job.get("transform")
+    sections = [job.get("source"), transform.get("right") if isinstance(transform, dict) else None]
+    return [s["table"] for s in sections if isinstance(s, dict) and isinstance(s.get("table"), str)]
+
+
 def _dependency_order(raw_jobs: dict, writers: dict[str, str], problems: list[str]) -> list[str]:
     """Topological order of jobs (upstream first); reports cycles."""
-    deps: dict[str, str | None] = {}
-    for job_id, job in raw_jobs.items():
-        source = job.get("source") if isinstance(job, dict) else None
-        table = source.get("table") if isinstance(source, dict) else None
-        deps[job_id] = writers.get(table) if table else None
+    deps: dict[str, list[str]] = {
+        job_id: [writers[t] for t in _read_tables(job) if t in writers] for job_id, job in raw_jobs.items()
+    }
 
     order: list[str] = []
     state: dict[str, str] = {}
@@ -246,11 +259,10 @@ def _dependency_order(raw_jobs: dict, writers: dict[str, str], problems: list[st
             return
         if state.get(job_id) == "visiting":
             cycle = trail[trail.index(job_id):] + [job_id]
-            problems.append(f"job {job_id!r}: source.table forms a cycle: {' -> '.join(cycle)}")
+            problems.append(f"job {job_id!r}: reading its source tables forms a cycle: {' -> '.join(cycle)}")
             return
         state[job_id] = "visiting"
-        upstream = deps[job_id]
-        if upstream is not None:
+        for upstream in deps[job_id]:
             visit(upstream, trail + [job_id])
         state[job_id] = "done"
         order.append(job_id)
@@ -329,9 +341,15 @@ def _validate_job(
     transform = job.get("transform") if isinstance(job.get("transform"), dict) else None
     if transform is None:
         problems.append(f"{where}: transform: must be a mapping with a 'kind'")
+    right = None
+    if transform is not None and transform.get("kind") == "stream_join":
+        right = _validate_source(where, transform.get("right"), sources, table_schemas, writers, problems,
+                                 field="transform.right")
+        if right is None:
+            return None, None
     if source is None or transform is None:
         return None, None
-    output_schema = _validate_transform(where, transform, source, problems)
+    output_schema = _validate_transform(where, transform, source, problems, right)
     sink = _validate_sink(where, job.get("sink"), transform, output_schema, problems)
     triggers = _validate_triggers(where, {**defaults.get("triggers", {}), **(job.get("triggers") or {})}, problems)
     state_store = _validate_state_store(
@@ -355,34 +373,35 @@ def _validate_job(
         live=bool(job.get("live", True)),
         supervision=supervision,
         quality=quality,
+        right_source=right,
     )
     return spec, output_schema
 
 
-def _validate_source(where, raw, sources, table_schemas, writers, problems) -> SourceSpec | None:
+def _validate_source(where, raw, sources, table_schemas, writers, problems, field="source") -> SourceSpec | None:
     if not isinstance(raw, dict):
-        problems.append(f"{where}: source: must be a mapping with 'landing' or 'table'")
+        problems.append(f"{where}: {field}: must be a mapping with 'landing' or 'table'")
         return None
     unknown = set(raw) - {"landing", "table", "max_files_per_trigger", "watermark", "event_time"}
     if unknown:
-        problems.append(f"{where}: source: unknown fields {sorted(unknown)}")
+        problems.append(f"{where}: {field}: unknown fields {sorted(unknown)}")
     max_files = raw.get("max_files_per_trigger")
     if max_files is not None and (not isinstance(max_files, int) or isinstance(max_files, bool) or max_files < 1):
-        problems.append(f"{where}: source.max_files_per_trigger: must be a positive integer, got {max_files!r}")
+        problems.append(f"{where}: {field}.max_files_per_trigger: must be a positive integer, got {max_files!r}")
         max_files = None
     watermark = None
     if raw.get("watermark") is not None:
         try:
             watermark = parse_duration(raw["watermark"])
         except ValueError as exc:
-            problems.append(f"{where}: source.watermark: {exc}")
+            problems.append(f"{where}: {field}.watermark: {exc}")
     if ("landing" in raw) == ("table" in raw):
-        problems.append(f"{where}: source: give exactly one of 'landing' (a source name) or 'table'")
+        problems.append(f"{where}: {field}: give exactly one of 'landing' (a source name) or 'table'")
         return None
     if "landing" in raw:
         name = raw["landing"]
         if name not in sources:
-            problems.append(f"{where}: source.landing: unknown source {name!r} (known: {sorted(sources)})")
+            problems.append(f"{where}: {field}.landing: unknown source {name!r} (known: {sorted(sources)})")
             return None
         src = sources[name]
         kind, path, fmt, schema = "landing", src["path"], src["format"], dict(src["schema"])
@@ -390,18 +409,19 @@ def _validate_source(where, raw, sources, table_schemas, writers, problems) -> S
     else:
         name = raw["table"]
         if name not in writers:
-            problems.append(f"{where}: source.table: {name!r} is not written by any job in the registry")
+            problems.append(f"{where}: {field}.table: {name!r} is not written by any job in the registry")
             return None
         if name not in table_schemas:
             return None  # its writer is invalid or part of a cycle; already reported
         kind, path, fmt, schema, required = "delta", name, None, dict(table_schemas[name]), ()
         event_time = raw.get("event_time") or ("event_time" if schema.get("event_time") == "timestamp" else None)
     if event_time is not None and schema.get(event_time) != "timestamp":
-        problems.append(f"{where}: source.event_time: {event_time!r} is not a timestamp column of the source")
+        problems.append(f"{where}: {field}.event_time: {event_time!r} is not a timestamp column of the source")
     return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, max_files)
 
 
-def _validate_transform(where: str, transform: dict, source: SourceSpec, problems: list[str]) -> dict[str, str]:
+def _validate_transform(where: str, transform: dict, source: SourceSpec, problems: list[str],
+                        right: SourceSpec | None = None) -> dict[str, str]:
     kind = transform.get("kind")
     schema = source.schema
     if kind not in TRANSFORM_KINDS:
@@ -411,8 +431,11 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
         if source.kind != "landing":
             problems.append(f"{where}: transform.kind: parse_json needs a landing source")
         return {**schema, **BRONZE_EXTRA_COLUMNS}
-    if source.watermark_seconds is None or source.event_time is None:
-        problems.append(f"{where}: source.watermark: the {kind} transform needs an event-time watermark")
+    for field_name, side in (("source", source), ("transform.right", right)):
+        if side is not None and (side.watermark_seconds is None or side.event_time is None):
+            problems.append(f"{where}: {field_name}.watermark: the {kind} transform needs an event-time watermark")
+    if kind == "stream_join":
+        return _join_schema(where, transform, source, right, problems)
     keys = transform.get("keys")
     if not isinstance(keys, list) or not keys:
         problems.append(f"{where}: transform.keys: must be a non-empty list of columns")
@@ -422,24 +445,40 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
             problems.append(f"{where}: transform.keys: unknown column {key!r}")
     if kind == "deduplicate":
         return dict(schema)
-    return _window_schema(where, transform, schema, keys, problems)
-
-
-def _window_schema(where: str, transform: dict, schema: dict, keys: list, problems: list[str]) -> dict[str, str]:
-    try:
-        window = parse_duration(transform.get("window"))
-    except ValueError as exc:
-        problems.append(f"{where}: transform.window: {exc}")
-        window = None
-    if transform.get("slide") is not None:
-        try:
-            slide = parse_duration(transform["slide"])
-            if window and (slide > window or window % slide):
-                problems.append(f"{where}: transform.slide: must divide the window ({transform['slide']!r})")
-        except ValueError as exc:
-            problems.append(f"{where}: transform.slide: {exc}")
-    output = {"window_start": "timestamp", "window_end": "timestamp"}
+    if kind == "session_aggregate":
+        _positive_duration(where, "transform.gap", transform.get("gap"), problems)
+        output = {"session_start": "timestamp", "session_end": "timestamp"}
+    else:
+        output = _window_bounds(where, transform, problems)
     output.update({k: schema.get(k, "string") for k in keys})
+    return _aggregation_columns(where, transform, schema, output, problems)
+
+
+def _positive_duration(where: str, field_name: str, value: Any, problems: list[str]) -> int | None:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        problems.append(f"{where}: {field_name}: {exc}")
+        return None
+    if seconds <= 0:
+        problems.append(f"{where}: {field_name}: must be positive, got {value!r}")
+        return None
+    return seconds
+
+
+def _window_bounds(where: str, transform: dict, problems: list[str]) -> dict[str, str]:
+    """Validate a window_aggregate's window and slide; the window columns of its output."""
+    window = _positive_duration(where, "transform.window", transform.get("window"), problems)
+    if transform.get("slide") is not None:
+        slide = _positive_duration(where, "transform.slide", transform["slide"], problems)
+        if window and slide and (slide > window or window % slide):
+            problems.append(f"{where}: transform.slide: must divide the window ({transform['slide']!r})")
+    return {"window_start": "timestamp", "window_end": "timestamp"}
+
+
+def _aggregation_columns(where: str, transform: dict, schema: dict, output: dict[str, str],
+                         problems: list[str]) -> dict[str, str]:
+    """`output` plus one column per aggregation (validated against the input `schema`)."""
     aggregations = transform.get("aggregations")
     if not isinstance(aggregations, dict) or not aggregations:
         problems.append(f"{where}: transform.aggregations: must map output columns to {{fn, column}}")
@@ -456,6 +495,55 @@ def _window_schema(where: str, transform: dict, schema: dict, keys: list, proble
         if name in output:
             problems.append(f"{where}: transform.aggregations.{name}: clashes with another output column")
         output[name] = _aggregate_type(fn, schema.get(column))
+    return output
+
+
+def _join_schema(where: str, transform: dict, left: SourceSpec, right: SourceSpec | None,
+                 problems: list[str]) -> dict[str, str]:
+    """Validate a stream_join (keys, bound, join type, output columns); its output schema."""
+    unknown = set(transform) - {"kind", "where", "right", "how", "join_keys", "within", "matched_column", "columns"}
+    if unknown:
+        problems.append(f"{where}: transform: unknown fields {sorted(unknown)}")
+    if right is None:
+        return {}
+    sides = {"left": left.schema, "right": right.schema}
+    if transform.get("how", "inner") not in JOIN_TYPES:
+        problems.append(f"{where}: transform.how: unknown join type {transform.get('how')!r} "
+                        f"(known: {', '.join(JOIN_TYPES)})")
+    if transform.get("where") is not None and not isinstance(transform["where"], str):
+        problems.append(f"{where}: transform.where: must be a SQL condition on the left side, as a string")
+    on = transform.get("join_keys")
+    if not isinstance(on, dict) or not on:
+        problems.append(f"{where}: transform.join_keys: must map left columns to right columns (equality keys)")
+        on = {}
+    for left_column, right_column in on.items():
+        if left_column not in left.schema:
+            problems.append(f"{where}: transform.join_keys: unknown left column {left_column!r}")
+        if right_column not in right.schema:
+            problems.append(f"{where}: transform.join_keys: unknown right column {right_column!r}")
+    _positive_duration(where, "transform.within", transform.get("within"), problems)
+    columns = transform.get("columns")
+    if not isinstance(columns, dict) or not columns:
+        problems.append(f"{where}: transform.columns: must map output columns to 'left.<column>' or 'right.<column>'")
+        return {}
+    output: dict[str, str] = {}
+    for name, ref in columns.items():
+        side, _, column = str(ref).partition(".")
+        if side not in sides or column not in sides[side]:
+            problems.append(f"{where}: transform.columns.{name}: {ref!r} is not 'left.<column>' or 'right.<column>' "
+                            "of the join's inputs")
+            continue
+        output[str(name)] = sides[side][column]
+    for side, spec in (("left", left), ("right", right)):
+        if spec.event_time and f"{side}.{spec.event_time}" not in [str(r) for r in columns.values()]:
+            problems.append(f"{where}: transform.columns: must keep the {side} event time "
+                            f"('{side}.{spec.event_time}'): the join bound is checked on it")
+    matched = transform.get("matched_column")
+    if matched is not None:
+        if not isinstance(matched, str) or not _JOB_ID.match(matched) or matched in output:
+            problems.append(f"{where}: transform.matched_column: {matched!r} must be a new column name")
+        else:
+            output[matched] = "boolean"
     return output
 
 
@@ -492,7 +580,7 @@ def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec |
     if mode == "update" and not merge_keys:
         problems.append(f"{where}: sink.merge_keys: update mode upserts and needs merge keys")
     if mode == "update" and transform.get("kind") != "window_aggregate":
-        problems.append(f"{where}: sink.mode: update mode needs an aggregating transform")
+        problems.append(f"{where}: sink.mode: update mode needs a window_aggregate transform")
     quarantine = raw.get("quarantine_table")
     if transform.get("kind") == "parse_json" and not quarantine:
         problems.append(f"{where}: sink.quarantine_table: parse_json needs a table for unparseable lines")
@@ -552,8 +640,8 @@ def _validate_quality(where: str, raw: Any, transform: dict, problems: list[str]
     if not isinstance(raw, dict):
         problems.append(f"{where}: quality: must be a mapping with 'freshness_lag' and/or 'severity'")
         return QualitySpec()
-    if transform.get("kind") != "window_aggregate":
-        problems.append(f"{where}: quality: only window_aggregate jobs have quality suites")
+    if transform.get("kind") not in QUALITY_KINDS:
+        problems.append(f"{where}: quality: only {', '.join(QUALITY_KINDS)} jobs have quality suites")
     unknown = set(raw) - {"freshness_lag", "severity"}
     if unknown:
         problems.append(f"{where}: quality: unknown fields {sorted(unknown)}")

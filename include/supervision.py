@@ -46,7 +46,7 @@ ALERT_SCHEMA: dict[str, str] = {
     "reason": "string",
 }
 ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "refused", "stopped")
-STATEFUL_KINDS = ("deduplicate", "window_aggregate")
+STATEFUL_KINDS = ("deduplicate", "window_aggregate", "session_aggregate", "stream_join")
 CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
 REFUSAL_MARK = "refusing a second writer"  # what a refused `lakehouse run` says (include.lease)
 START_TIMEOUT_SECONDS = 180.0  # JVM start + taking the lease

@@ -45,9 +45,12 @@ def recorder_for(spark: SparkSession) -> ProgressRecorder:
 
 
 def ensure_tables(settings: Settings, registry: Registry, job: JobSpec) -> None:
-    """Create the job's source and sink Delta tables (empty) if they do not exist yet."""
-    if job.source.kind == "delta":
-        delta_store.ensure_table(settings.table_path(job.source.name), registry.table_schemas[job.source.name])
+    """Create the job's landing directory, source and sink Delta tables (empty) if they do not exist yet."""
+    for source in job.sources:
+        if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
+            (settings.root / source.path).mkdir(parents=True, exist_ok=True)
+        else:
+            delta_store.ensure_table(settings.table_path(source.name), registry.table_schemas[source.name])
     delta_store.ensure_table(settings.table_path(job.sink.table), job.output_schema, job.sink.partition_by)
     if job.sink.quarantine_table:
         delta_store.ensure_table(settings.table_path(job.sink.quarantine_table), QUARANTINE_SCHEMA)

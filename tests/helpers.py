@@ -24,10 +24,12 @@ def arrival_order(files: list[Path]) -> list[Path]:
 
 
 def gold_rows(settings: Settings, table: str, key: str = "user_id") -> dict[tuple, tuple]:
+    """{(start, end, key): (event_count, total_value)} of a windowed or session gold table."""
     rows = delta_store.read_table(settings.table_path(table)).to_pylist()
     result = {}
     for r in rows:
-        k = (int(r["window_start"].timestamp()), int(r["window_end"].timestamp()), r[key])
+        start, end = (r["session_start"], r["session_end"]) if "session_start" in r else (r["window_start"], r["window_end"])
+        k = (int(start.timestamp()), int(end.timestamp()), r[key])
         assert k not in result, f"duplicate window row {k} in {table}"
         result[k] = (r["event_count"], r["total_value"])
     return result

@@ -7,7 +7,10 @@ rows with the previous batch's eviction watermark (Spark 3.5+ keeps two watermar
 An available-now run ends with a no-data batch when the watermark advanced, which emits the
 windows that it closes. Deduplication drops rows with event_time <= the late watermark and repeated
 keys; window aggregation drops (row, window) pairs whose window_end <= the late watermark; append
-mode emits the windows whose window_end <= the last eviction watermark.
+mode emits the windows whose window_end <= the last eviction watermark. Session aggregation drops
+rows whose own session [t, t + gap) ends at or before the late watermark, merges the rest with the
+open sessions of their key (an event at or before a session's end joins it) and emits the sessions
+whose end <= the eviction watermark.
 """
 
 from __future__ import annotations
@@ -125,8 +128,38 @@ class WindowAggregate(Stage):
         return []
 
 
+class SessionAggregate(Stage):
+    """Counts and sums per (session_start, session_end, key) in append mode; `table` holds the sink's rows."""
+
+    def __init__(self, delay: int, gap: int, key: str):
+        super().__init__(delay)
+        self.gap, self.key = gap, key
+        self.open: dict[str, list[list]] = {}  # key -> open sessions [start, end, count, sum]
+        self.table: dict[tuple, tuple] = {}
+
+    def batch(self, rows, late, evict):
+        for r in rows:
+            if r["t"] + self.gap > late:
+                self.open.setdefault(r[self.key], []).append([r["t"], r["t"] + self.gap, 1, r["value"] or 0.0])
+        for key, sessions in self.open.items():
+            merged: list[list] = []
+            for session in sorted(sessions):
+                if merged and session[0] <= merged[-1][1]:
+                    last = merged[-1]
+                    last[1], last[2], last[3] = max(last[1], session[1]), last[2] + session[2], last[3] + session[3]
+                else:
+                    merged.append(list(session))
+            for start, end, count, total in [m for m in merged if m[1] <= evict]:
+                self.table[(start, end, key)] = (count, total)
+            self.open[key] = [m for m in merged if m[1] > evict]
+        return []
+
+
+AGGREGATES = (WindowAggregate, SessionAggregate)
+
+
 def expected_gold(registry: Registry, drops: list[list[Path]]) -> dict[str, dict]:
-    """Expected rows {(window_start, window_end, key): (event_count, total_value)} per gold table.
+    """Expected rows {(start, end, key): (event_count, total_value)} per windowed or session gold table.
 
     `drops` are the landing files of successive runs of the whole pipeline, in arrival order.
     """
@@ -141,25 +174,29 @@ def expected_gold(registry: Registry, drops: list[list[Path]]) -> dict[str, dict
             stages[job_id] = WindowAggregate(
                 job.source.watermark_seconds, window, slide, job.sink.mode == "append", job.transform["keys"][0]
             )
+        elif job.transform_kind == "session_aggregate":
+            stages[job_id] = SessionAggregate(
+                job.source.watermark_seconds, parse_duration(job.transform["gap"]), job.transform["keys"][0]
+            )
     for files in drops:
         commits: dict[str, list[list[dict]]] = {}
         for job_id in registry.order:
             job = registry.jobs[job_id]
-            if job.transform_kind == "parse_json":
+            if job.transform_kind == "parse_json" and job.source.name == "clickstream":
                 batches = bronze_batches(files, job.source.max_files_per_trigger or len(files))
                 commits[job.sink.table] = [b for b in batches if b]
-            else:
+            elif job_id in stages and job.source.name in commits:
                 commits[job.sink.table] = stages[job_id].run(commits[job.source.name])
     return {
         registry.jobs[job_id].sink.table: stage.table
         for job_id, stage in stages.items()
-        if isinstance(stage, WindowAggregate)
+        if isinstance(stage, AGGREGATES)
     }
 
 
 def expected_silver_count(registry: Registry, drops: list[list[Path]]) -> int:
-    job = next(j for j in registry.jobs.values() if j.transform_kind == "deduplicate")
-    bronze = next(j for j in registry.jobs.values() if j.transform_kind == "parse_json")
+    job = next(j for j in registry.jobs.values() if j.transform_kind == "deduplicate" and j.sink.table == "silver/clickstream")
+    bronze = registry.job("bronze_clickstream")
     stage = Deduplicate(job.source.watermark_seconds)
     total = 0
     for files in drops:

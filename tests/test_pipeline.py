@@ -37,7 +37,7 @@ def versions(settings, registry):
 
 def assert_gold_matches_oracle(settings, registry, drops):
     expected = expected_gold(registry, drops)
-    assert set(expected) == {"gold/user_activity_5m", "gold/user_activity_1h"}
+    assert set(expected) == {"gold/user_activity_5m", "gold/user_activity_1h", "gold/user_sessions"}
     for table, rows in expected.items():
         assert rows, f"oracle expects no rows for {table}: test data too small"
         assert gold_rows(settings, table) == rows, table

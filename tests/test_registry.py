@@ -11,8 +11,20 @@ from include.registry import RegistryError, Trigger, load_registry, parse_durati
 
 
 def test_real_registry_loads_in_dependency_order(registry):
-    assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_activity_1h")
+    assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m",
+                              "gold_user_activity_1h", "gold_user_sessions", "bronze_payments", "silver_payments",
+                              "gold_order_payments")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
+    assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
+    assert registry.job("gold_user_sessions").output_schema == {
+        "session_start": "timestamp", "session_end": "timestamp", "user_id": "string",
+        "event_count": "long", "total_value": "double",
+    }
+    assert registry.job("gold_order_payments").output_schema == {
+        "order_id": "string", "user_id": "string", "order_time": "timestamp", "order_value": "double",
+        "payment_id": "string", "payment_time": "timestamp", "amount": "double", "paid": "boolean",
+    }
+    assert registry.job("gold_order_payments").right_source.event_time == "payment_time"
     assert registry.job("gold_user_activity_5m").output_schema == {
         "window_start": "timestamp", "window_end": "timestamp", "user_id": "string",
         "event_count": "long", "total_value": "double",
@@ -100,3 +112,31 @@ def test_durations_and_triggers():
     assert Trigger.parse("processing-time=10 seconds").interval_seconds == 10
     with pytest.raises(ValueError, match="bad trigger"):
         Trigger.parse("once")
+
+
+def test_join_mistakes_name_job_and_field(raw):
+    join = raw["jobs"]["gold_order_payments"]["transform"]
+    join["join_keys"] = {"event_id": "order_ref"}
+    join["how"] = "full_outer"
+    join["within"] = "half an hour"
+    join["columns"]["amount"] = "middle.amount"
+    del join["columns"]["payment_time"]
+    del join["right"]["watermark"]
+    found = problems_of(raw)
+    where = "job 'gold_order_payments'"
+    assert f"{where}: transform.join_keys: unknown right column 'order_ref'" in found
+    assert f"{where}: transform.how: unknown join type 'full_outer' (known: inner, left_outer)" in found
+    assert any(p.startswith(f"{where}: transform.within: bad duration 'half an hour'") for p in found)
+    assert any(p.startswith(f"{where}: transform.columns.amount: 'middle.amount' is not") for p in found)
+    assert any(p.startswith(f"{where}: transform.columns: must keep the right event time ('right.payment_time')")
+               for p in found)
+    assert f"{where}: transform.right.watermark: the stream_join transform needs an event-time watermark" in found
+
+
+def test_join_right_table_must_be_written_and_session_gap_valid(raw):
+    raw["jobs"]["gold_order_payments"]["transform"]["right"]["table"] = "silver/refunds"
+    raw["jobs"]["gold_user_sessions"]["transform"]["gap"] = "0 minutes"
+    found = problems_of(raw)
+    assert "job 'gold_order_payments': transform.right.table: 'silver/refunds' is not written by any job in the " \
+           "registry" in found
+    assert "job 'gold_user_sessions': transform.gap: must be positive, got '0 minutes'" in found
