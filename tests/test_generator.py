@@ -46,3 +46,40 @@ def test_bad_configuration_is_refused():
         generate_lines(GeneratorConfig(events=10, seed=1, late_fraction=1.5))
     with pytest.raises(ValueError, match="--files must be at least 1"):
         generate_lines(GeneratorConfig(events=10, seed=1, files=0))
+
+
+def test_payments_belong_to_the_purchases_of_the_same_clickstream():
+    from datetime import datetime, timedelta
+
+    from include.generator import PAID_AFTER, PAID_WITHIN, generate_payment_lines
+
+    config = GeneratorConfig(events=4000, seed=8, malformed_fraction=0.0)
+    lines, kinds = generate_payment_lines(config)
+    assert (lines, kinds) == generate_payment_lines(GeneratorConfig(events=4000, seed=8, malformed_fraction=0.0))
+    purchases = {}
+    for line in generate_lines(config)[0]:
+        event = json.loads(line)
+        if event["event_type"] == "purchase":
+            purchases.setdefault(event["event_id"], datetime.fromisoformat(event["event_time"]))
+    payments = [json.loads(line) for line in lines]
+    assert len(payments) == kinds["paid"] + kinds["paid_late"] + kinds["duplicate"]
+    assert kinds["paid"] + kinds["paid_late"] + kinds["unpaid"] == len(purchases)
+    assert 0.65 < kinds["paid"] / len(purchases) < 0.85 and kinds["paid_late"] and kinds["unpaid"]
+    delays = {p["payment_id"]: datetime.fromisoformat(p["payment_time"]) - purchases[p["order_id"]] for p in payments}
+    within = [d for d in delays.values() if timedelta(seconds=PAID_WITHIN[0]) <= d <= timedelta(seconds=PAID_WITHIN[1])]
+    after = [d for d in delays.values() if timedelta(seconds=PAID_AFTER[0]) <= d <= timedelta(seconds=PAID_AFTER[1])]
+    assert (len(within), len(after)) == (kinds["paid"], kinds["paid_late"])
+    distinct = list(dict.fromkeys(json.dumps(p) for p in payments))
+    distinct_times = [datetime.fromisoformat(json.loads(p)["payment_time"]) for p in distinct]
+    assert distinct_times == sorted(distinct_times), "payments arrive in payment-time order (duplicates aside)"
+
+
+def test_payments_have_their_own_malformed_lines_and_unknown_sources_are_refused(tmp_path):
+    from include.generator import generate_payment_lines
+
+    lines, kinds = generate_payment_lines(GeneratorConfig(events=4000, seed=9, malformed_fraction=0.2))
+    malformed = {k.split(":", 1)[1] for k in kinds if k.startswith("malformed:")}
+    assert malformed == {"broken_json", "missing_payment_time", "unparseable_timestamp", "wrong_type",
+                         "missing_payment_id"}
+    with pytest.raises(ValueError, match="no test-data generator for source 'refunds'"):
+        write_landing(tmp_path, "refunds", GeneratorConfig(events=10, seed=1))
