@@ -35,6 +35,17 @@ def gold_rows(settings: Settings, table: str, key: str = "user_id") -> dict[tupl
     return result
 
 
+def lineage(registry, landing_source: str = "clickstream") -> list[str]:
+    """The jobs, in order, whose inputs all derive from one landing source (what the oracle models)."""
+    jobs: list[str] = []
+    for job_id in registry.order:
+        sources = registry.job(job_id).sources
+        if all(s.name == landing_source if s.kind == "landing" else registry.writer_of(s.name).id in jobs
+               for s in sources):
+            jobs.append(job_id)
+    return jobs
+
+
 def run_cli(args: list[str], env: dict, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         LAKEHOUSE + args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,

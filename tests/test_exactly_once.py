@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from helpers import arrival_order, generate, gold_rows, run_cli
+from helpers import arrival_order, generate, gold_rows, lineage, run_cli
 from include import checkpoints, delta_store
 from include.registry import Trigger
 from oracle import expected_gold
@@ -18,6 +18,7 @@ CASES = [
     ("gold_user_activity_5m", "after_commit", 1),
     ("gold_user_activity_5m", "between_batches", 1),
     ("gold_user_activity_1h", "after_commit", 1),
+    ("gold_user_sessions", "after_commit", 1),
     ("bronze_clickstream", "after_commit", 0),
 ]
 
@@ -25,8 +26,9 @@ CASES = [
 @pytest.mark.parametrize(("job_id", "point", "batch"), CASES, ids=[f"{j}-{p}-{b}" for j, p, b in CASES])
 def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehouse_env, job_id, point, batch):
     landed = generate(settings, events=1500, seed=31, files=4)
-    position = registry.order.index(job_id)
-    for upstream in registry.order[:position]:
+    jobs = lineage(registry)
+    position = jobs.index(job_id)
+    for upstream in jobs[:position]:
         run_job(spark, settings, registry, upstream, AVAILABLE_NOW)
 
     killed = run_cli(["run", job_id], {**lakehouse_env, "LAKEHOUSE_TEST_KILL_AT": f"{job_id}:{point}:{batch}"})
@@ -46,7 +48,7 @@ def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehou
 
     restarted = run_cli(["run", job_id], lakehouse_env)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
-    for downstream in registry.order[position + 1 :]:
+    for downstream in jobs[position + 1 :]:
         run_job(spark, settings, registry, downstream, AVAILABLE_NOW)
 
     bronze = delta_store.count_rows(settings.table_path("bronze/clickstream"))

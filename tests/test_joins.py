@@ -8,11 +8,12 @@ purchase time + bound. Purchases closer to the final watermark are still waiting
 
 from __future__ import annotations
 
+import signal
 from datetime import timedelta
 
 from deltalake import DeltaTable
 
-from helpers import generate
+from helpers import generate, run_cli
 from include import checkpoints, delta_store
 from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger, parse_duration
@@ -37,14 +38,14 @@ def expected_join(settings, registry):
     return pairs, unmatched, within
 
 
-def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry):
-    config = GeneratorConfig(events=3000, seed=31, files=6, late_fraction=0.0)
-    generate(settings, events=3000, seed=31, files=6, late_fraction=0.0)
-    payments = write_landing(settings.landing_dir("payments"), "payments", config)
-    assert payments.kinds["paid"] and payments.kinds["paid_late"] and payments.kinds["unpaid"]
-    for job_id in JOBS:
-        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+def land_both(settings, events: int = 3000, seed: int = 31, files: int = 6):
+    """Clickstream (no late lines) and the payments of its purchases."""
+    generate(settings, events=events, seed=seed, files=files, late_fraction=0.0)
+    config = GeneratorConfig(events=events, seed=seed, files=files, late_fraction=0.0)
+    return write_landing(settings.landing_dir("payments"), "payments", config)
 
+
+def assert_join_is_exact(settings, registry):
     rows = delta_store.read_table(settings.table_path("gold/order_payments")).to_pylist()
     pairs, unmatched, within = expected_join(settings, registry)
     paid = {(r["order_id"], r["payment_id"]): (r["order_time"], r["payment_time"], r["amount"])
@@ -64,7 +65,32 @@ def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, 
     assert not unpaid_orders & pending
     assert unpaid_orders <= set(unmatched)
 
+
+def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry):
+    payments = land_both(settings)
+    assert payments.kinds["paid"] and payments.kinds["paid_late"] and payments.kinds["unpaid"]
+    for job_id in JOBS:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    assert_join_is_exact(settings, registry)
+
     # A rerun without new data commits nothing; a replayed batch would be a no-op too.
     version = DeltaTable(str(settings.table_path("gold/order_payments"))).version()
     run_job(spark, settings, registry, "gold_order_payments", AVAILABLE_NOW)
     assert DeltaTable(str(settings.table_path("gold/order_payments"))).version() == version
+
+
+def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
+    land_both(settings, events=2000, seed=32, files=4)
+    for job_id in JOBS[:-1]:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    job_id = JOBS[-1]
+    killed = run_cli(["run", job_id], {**lakehouse_env, "LAKEHOUSE_TEST_KILL_AT": f"{job_id}:after_commit:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    checkpoint = settings.checkpoint_dir(job_id)
+    app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
+    assert delta_store.committed_batch(settings.table_path("gold/order_payments"), app_id) == 1
+    assert checkpoints.latest_committed_batch(checkpoint) == 0  # Spark never recorded batch 1: it replays
+
+    restarted = run_cli(["run", job_id], lakehouse_env)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert_join_is_exact(settings, registry)
