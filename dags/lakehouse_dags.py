@@ -17,12 +17,13 @@ from include.airflow_support import (
     default_args,
     job_doc,
     load,
+    suite_tables,
     table_asset,
     validate_tables,
-    windowed_tables,
 )
 
 SETTINGS, REGISTRY = load()
+GOLD_TABLES = suite_tables(REGISTRY)  # the sink tables with quality suites
 START = datetime(2026, 1, 1)
 
 BACKFILL_DOC = f"""
@@ -79,12 +80,12 @@ with DAG(
     @task(task_id="quality_check", trigger_rule="none_failed", doc_md=QUALITY_DOC)
     def quality_check(params=None) -> str:
         selected = (params or {}).get("jobs") or list(REGISTRY.order)
-        written = [REGISTRY.jobs[j].sink.table for j in selected if REGISTRY.jobs[j].transform_kind == "window_aggregate"]
+        written = [REGISTRY.jobs[j].sink.table for j in selected if REGISTRY.jobs[j].sink.table in GOLD_TABLES]
         return validate_tables(written)
 
     check = quality_check()
     for job_id in REGISTRY.order:
-        if REGISTRY.jobs[job_id].transform_kind == "window_aggregate":
+        if REGISTRY.jobs[job_id].sink.table in GOLD_TABLES:
             tasks[job_id] >> check
 
 
@@ -162,11 +163,11 @@ with DAG(
         supervise()
 
 
-GOLD_TABLES = windowed_tables(REGISTRY)
 QUALITY_DAG_DOC = f"""
 # data_quality
 
-Runs the Great Expectations suites of the windowed gold tables ({", ".join(GOLD_TABLES)}) whenever
+Runs the Great Expectations suites of the gold tables ({", ".join(GOLD_TABLES)}: windows, sessions and
+joins) whenever
 one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on demand.
 
 - **Severity**: blocking expectations fail the task; warnings are recorded only. Every result goes

@@ -15,6 +15,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from include.quality.suites import quality_tables
 from include.registry import JobSpec, Registry, load_registry
 from include.settings import REPO_ROOT, Settings, load_settings
 
@@ -122,9 +123,12 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         return super().execute(context)
 
 
-def windowed_tables(registry: Registry) -> list[str]:
-    """The gold tables that carry quality suites (window_aggregate sinks), in registry order."""
-    return [registry.jobs[j].sink.table for j in registry.order if registry.jobs[j].transform_kind == "window_aggregate"]
+def suite_tables(registry: Registry) -> list[str]:
+    """The sink tables that carry quality suites (windows, sessions, joins), in registry order.
+
+    The quality layer's suite specs decide; :mod:`include.quality.suites` is light enough for parse time
+    (no pandas, pyarrow, Spark or Great Expectations)."""
+    return list(quality_tables(registry))
 
 
 def validate_tables(tables: list[str], full: bool = False) -> str:
@@ -142,8 +146,10 @@ def validate_tables(tables: list[str], full: bool = False) -> str:
     return f"passed; report: {report.docs_index}"
 
 
-QUALITY_DOC = """Validates the windowed gold tables with their Great Expectations suites (derived from the
-registry): window integrity, uniqueness, keys, counts, no future windows, freshness, reconciliation
-with silver. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
+QUALITY_DOC = """Validates the gold tables with their Great Expectations suites (derived from the registry).
+Windows and sessions: window size and alignment / session bounds (at least the gap), keys, counts,
+no future rows, uniqueness, freshness, reconciliation with silver. Joins: the join bound of matched
+rows, unmatched rows without right-side values, keys, uniqueness per (left key, right key),
+freshness. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
 recorded in `_ops/alerts`); **warnings** are recorded in `_ops/dq_results` only. The report (Data Docs)
 is one click away: the task's "Data quality report" link, or *Browse → Data quality reports*."""

@@ -1,8 +1,10 @@
-"""Data quality of the windowed gold tables: Great Expectations suites derived from the job registry.
+"""Data quality of the gold tables (windows, sessions, joins): Great Expectations suites derived from
+the job registry.
 
 - :mod:`include.quality.checks`: the expectations by stable name, with their default severity
   (the one place severities are declared; a job's ``quality.severity`` in the registry overrides).
-- :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry).
+- :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry; one
+  table spec class per transform kind).
 - :mod:`include.quality.runner`: ``run_quality``, which validates, records ``_ops/dq_results`` and
   builds the Data Docs.
 

@@ -27,16 +27,31 @@ class CheckInfo:
 
 
 CHECKS: dict[str, CheckInfo] = {
+    # windows (window_aggregate)
     "window_size": CheckInfo(BLOCKING, "rows", "window_end - window_start equals the window size"),
     "window_aligned": CheckInfo(BLOCKING, "rows", "window_start lies on the epoch-aligned slide grid"),
-    "no_future_windows": CheckInfo(BLOCKING, "rows", "no window starts after the validation time"),
-    "keys_not_null": CheckInfo(BLOCKING, "rows", "the grouping keys are never null"),
+    # sessions (session_aggregate)
+    "session_bounds": CheckInfo(BLOCKING, "rows", "session_end - session_start is at least the gap "
+                                                  "(so the end is not before the start)"),
+    # joins (stream_join)
+    "join_bound": CheckInfo(BLOCKING, "rows", "matched rows have a right event time within "
+                                              "[left event time, left event time + within]"),
+    "unmatched_without_right": CheckInfo(BLOCKING, "rows", "unmatched rows have every right-side column null"),
+    "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key)"),
+    # every kind (keys: the grouping keys; joins: the left key and the matched column)
+    "no_future_windows": CheckInfo(BLOCKING, "rows", "no window or session starts (no joined left event time "
+                                                     "lies) after the validation time"),
+    "keys_not_null": CheckInfo(BLOCKING, "rows", "the key columns are never null"),
     "event_count_positive": CheckInfo(BLOCKING, "rows", "count aggregations are >= 1"),
     "values_in_range": CheckInfo(WARNING, "rows", "sum aggregations are within [0, 1e12]"),
-    "unique_windows": CheckInfo(BLOCKING, "table", "one row per (window_start, window_end, keys)"),
-    "freshness": CheckInfo(BLOCKING, "table", "the latest finalized window_end trails the latest source event "
-                                              "by at most the freshness lag"),
-    "reconciliation": CheckInfo(BLOCKING, "table", "per finalized window, the count equals the distinct source "
-                                                   "events in it, less at most those that reached the source "
-                                                   "after the job's watermark could have passed the window"),
+    "unique_windows": CheckInfo(BLOCKING, "table", "one row per (start, end, keys) of a window or session"),
+    "freshness": CheckInfo(BLOCKING, "table", "the table is up to date until at most the freshness lag before the "
+                                              "latest source event: windows, its latest finalized window_end; "
+                                              "joins, its latest left event time; sessions, the end of the "
+                                              "earliest source session closed after its latest session_end "
+                                              "that it lacks (none: up to date)"),
+    "reconciliation": CheckInfo(BLOCKING, "table", "per finalized window or session, the count equals the "
+                                                   "distinct source events in it, less at most those that "
+                                                   "reached the source after the job's watermark could have "
+                                                   "passed them"),
 }

@@ -21,11 +21,9 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from include import delta_store
-from include.quality.suites import WindowedTable
+from include.quality.suites import TableSpec
 
 log = logging.getLogger(__name__)
-
-DERIVED = ("_window_seconds", "_start_offset_seconds", "_seconds_in_future")
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class RowSelection:
         return self.files is not None
 
 
-def select_rows(path: Path, spec: WindowedTable, latest: int, last_validated: int | None,
+def select_rows(path: Path, spec: TableSpec, latest: int, last_validated: int | None,
                 full: bool) -> RowSelection | None:
     """The rows of versions up to `latest` to validate, or None when none is newer than `last_validated`."""
     whole = RowSelection(0, latest, None, DeltaTable(str(path), version=latest).count())
@@ -76,15 +74,79 @@ def _num_records(path: Path, add: dict) -> int:
     return pq.ParquetFile(path / unquote(add["path"])).metadata.num_rows
 
 
+def epoch_micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Timestamps as epoch microseconds (float with NaN where null, else int64)."""
+    micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+    return micros.to_numpy(zero_copy_only=False)
+
+
 def epoch_seconds(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Timestamps as whole epoch seconds (floored); nulls are not expected in window bounds."""
-    micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-    return micros.to_numpy(zero_copy_only=False) // 1_000_000
+    return epoch_micros(column) // 1_000_000
 
 
-def pandas_rows(path: Path, spec: WindowedTable, selection: RowSelection, now_epoch: int) -> pd.DataFrame:
+class ArrowOps:
+    """:class:`include.quality.suites.RowOps` on an Arrow table: numpy arrays (null: NaN)."""
+
+    def __init__(self, rows: pa.Table):
+        self.rows = rows
+
+    def seconds(self, column: str) -> np.ndarray:
+        return epoch_seconds(self.rows[column])
+
+    def exact_seconds(self, column: str) -> np.ndarray:
+        return epoch_micros(self.rows[column]) / 1_000_000
+
+    def mod(self, value: np.ndarray, divisor: int) -> np.ndarray:
+        return value % divisor
+
+    def is_value(self, column: str, value: bool) -> np.ndarray:
+        return pc.fill_null(pc.equal(self.rows[column], value), False).to_numpy(zero_copy_only=False)
+
+    def where(self, condition: np.ndarray, value, otherwise) -> np.ndarray:
+        return np.where(condition, value, np.nan if otherwise is None else otherwise)
+
+    def fill_null(self, value: np.ndarray, fill) -> np.ndarray:
+        return np.where(np.isnan(value), fill, value)
+
+    def non_null_count(self, columns: tuple[str, ...]) -> np.ndarray:
+        return sum((self.rows[c].is_valid().to_numpy(zero_copy_only=False).astype(np.int64) for c in columns),
+                   np.zeros(self.rows.num_rows, np.int64))
+
+
+class SparkOps:
+    """:class:`include.quality.suites.RowOps` on Spark columns."""
+
+    def __init__(self):
+        from pyspark.sql import functions as F
+
+        self.F = F
+
+    def seconds(self, column: str):
+        return self.F.unix_timestamp(column)
+
+    def exact_seconds(self, column: str):
+        return self.F.col(column).cast("double")
+
+    def mod(self, value, divisor: int):
+        return self.F.pmod(value, self.F.lit(divisor))
+
+    def is_value(self, column: str, value: bool):
+        return self.F.coalesce(self.F.col(column) == self.F.lit(value), self.F.lit(False))
+
+    def where(self, condition, value, otherwise):
+        return self.F.when(condition, value).otherwise(self.F.lit(otherwise))
+
+    def fill_null(self, value, fill):
+        return self.F.coalesce(value, self.F.lit(fill))
+
+    def non_null_count(self, columns: tuple[str, ...]):
+        return sum((self.F.col(c).isNotNull().cast("long") for c in columns), self.F.lit(0).cast("long"))
+
+
+def pandas_rows(path: Path, spec: TableSpec, selection: RowSelection, now_epoch: int) -> pd.DataFrame:
     """The selected rows (only the columns the row checks need) plus the derived columns."""
-    columns = ["window_start", "window_end", *spec.keys, *spec.counts, *spec.sums]
+    columns = list(spec.row_columns)
     if selection.files is None:
         rows = delta_store.read_table(path, version=selection.version_to, columns=columns)
     else:
@@ -93,25 +155,19 @@ def pandas_rows(path: Path, spec: WindowedTable, selection: RowSelection, now_ep
         schema = pa.schema(DeltaTable(str(path)).schema().to_arrow())
         parts = [pq.read_table(path / f).select(schema.names).cast(schema).select(columns) for f in selection.files]
         rows = pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
-    starts, ends = epoch_seconds(rows["window_start"]), epoch_seconds(rows["window_end"])
-    frame = rows.drop_columns(["window_start", "window_end"]).to_pandas()
-    frame["_window_seconds"] = ends - starts
-    frame["_start_offset_seconds"] = starts % spec.slide_seconds
-    frame["_seconds_in_future"] = starts - now_epoch
-    return frame
+    derived = spec.derived(ArrowOps(rows), now_epoch)
+    frame = rows.select([c for c in spec.check_columns if c not in derived]).to_pandas()
+    for name, values in derived.items():
+        frame[name] = values
+    return frame[list(spec.check_columns)]
 
 
-def spark_rows(settings, path: Path, spec: WindowedTable, selection: RowSelection, now_epoch: int):
+def spark_rows(settings, path: Path, spec: TableSpec, selection: RowSelection, now_epoch: int):
     """The selected rows as a Spark DataFrame with the derived columns (for tables above the threshold)."""
-    from pyspark.sql import functions as F
-
     from include.spark_session import get_spark
 
     files = DeltaTable(str(path), version=selection.version_to).file_uris() if selection.files is None else [str(path / f) for f in selection.files]
     spark = get_spark(settings, app_name="lakehouse-quality")
-    frame = spark.read.option("basePath", str(path)).parquet(*files).select("window_start", "window_end", *spec.keys, *spec.counts, *spec.sums)
-    start, end = F.unix_timestamp("window_start"), F.unix_timestamp("window_end")
-    return (frame.withColumn("_window_seconds", end - start)
-            .withColumn("_start_offset_seconds", F.pmod(start, F.lit(spec.slide_seconds)))
-            .withColumn("_seconds_in_future", start - F.lit(now_epoch))
-            .drop("window_start", "window_end"))
+    frame = spark.read.option("basePath", str(path)).parquet(*files).select(*spec.row_columns)
+    derived = spec.derived(SparkOps(), now_epoch)
+    return frame.select(*[derived[c].alias(c) if c in derived else c for c in spec.check_columns])

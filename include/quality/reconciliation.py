@@ -1,11 +1,13 @@
-"""Reconciling a windowed gold table's counts with its source (silver) events.
+"""Reconciling a windowed or session gold table's counts with its source (silver) events.
 
 What the streaming job guarantees (see tests/oracle.py for the watermark semantics): a micro-batch
 drops a (row, window) pair as late when window_end <= the previous batch's eviction watermark, and
 that watermark is max(event time of the batches before it) - delay. So an event that silver
 committed in version ``v`` can only have been dropped by the gold job if its window ended at or
 before ``max(event_time of silver versions < v) - delay``: the job's watermark cannot have moved past
-events it had not read yet. Such (event, window) pairs are *late-arrival candidates*.
+events it had not read yet. Such (event, window) pairs are *late-arrival candidates*. For session
+windows, an event's own window is [event time, event time + gap): it is a candidate when
+``event time + gap <= max(event_time of silver versions < v) - delay``.
 
 - Backfill runs (silver finished before gold starts, as in ``lakehouse_backfill``): the gold job's
   late watermark never exceeds the one silver filtered the same events with, so gold equals silver
@@ -16,16 +18,27 @@ events it had not read yet. Such (event, window) pairs are *late-arrival candida
   8 seconds, all within the candidates). The job's ``numRowsDroppedByWatermark`` cannot be used for
   the bound: it counts partially aggregated rows, not events (138 there).
 
-The check, per finalized window (window_end <= the gold job's latest committed watermark):
-``source - candidates <= gold <= source``, with source = distinct silver events (by event_id) in the
-window. Gold above source is never legitimate. Exact in backfill mode, bounded in live mode.
+Windows (:func:`reconcile_windows`), per finalized window (window_end <= the gold job's latest
+committed watermark): ``source - candidates <= gold <= source``, with source = distinct silver events
+(by event_id) in the window. Gold above source is never legitimate. Exact in backfill mode, bounded
+in live mode.
+
+Sessions (:func:`reconcile_sessions`): the distinct silver events of each key are sessionized in
+batch (the session ends ``gap`` after its last event, and an event at or before that end joins it,
+as Spark merges session windows). A dropped late event can split a session in gold, so
+per finalized batch session (end <= the watermark) the gold side is the sum of the counts of the
+gold sessions of that key *contained* in it, and ``source - candidates <= gold <= source`` as for
+windows. A gold session contained in no batch session of its key has no source events: it is
+unreconciled (excess). Gold sessions inside batch sessions that are not finalized yet are skipped.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -36,7 +49,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from include import delta_store
-from include.quality.suites import WindowedTable
+from include.quality.suites import SessionTable, WindowedTable
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +66,7 @@ class SourceEvents:
     versions: np.ndarray
     prefix_max: np.ndarray  # per event: max event time of the source versions before its own
     unversioned_rows: int  # rows in files whose commit entry is gone (treated as possibly late)
+    keys: pd.DataFrame  # per event: the requested key columns (as read; nulls kept)
 
     @property
     def latest(self) -> int | None:
@@ -76,37 +90,77 @@ def _file_versions(path: Path) -> dict[str, int]:
     return versions
 
 
-def read_source_events(path: Path, event_time: str) -> SourceEvents:
-    """The source table's distinct events (by event_id, first commit wins) with their commit versions."""
-    empty = SourceEvents(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64), 0)
+def read_source_events(path: Path, event_time: str, keys: tuple[str, ...] = ()) -> SourceEvents:
+    """The source table's distinct events (by event_id, first commit wins) with their commit versions
+    and their `keys` columns."""
+    empty = SourceEvents(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64), 0,
+                         pd.DataFrame({k: pd.Series([], dtype=object) for k in keys}))
     if not delta_store.table_exists(path):
         return empty
     live = [str(p) for p in pa.table(DeltaTable(str(path)).get_add_actions(flatten=False))["path"].to_pylist()]
     if not live:
         return empty
     known = _file_versions(path)
-    ids, times, versions = [], [], []
+    batches, versions = [], []
     dataset = ds.dataset([str(path / unquote(f)) for f in live], format="parquet")
-    for tagged in dataset.scanner(columns=["event_id", event_time]).scan_batches():
+    for tagged in dataset.scanner(columns=["event_id", event_time, *keys]).scan_batches():
         relative = Path(tagged.fragment.path).relative_to(path).as_posix()
-        batch = tagged.record_batch
-        ids.append(batch.column(0).cast(pa.string()))
-        micros = pc.cast(pc.cast(batch.column(1), pa.timestamp("us", tz="UTC")), pa.int64())
-        times.append(micros.to_numpy(zero_copy_only=False))
-        versions.append(np.full(batch.num_rows, known.get(relative, UNKNOWN_VERSION), dtype=np.int64))
-    frame = pd.DataFrame({"event_id": pa.chunked_array(ids, pa.string()).to_numpy(zero_copy_only=False),
-                          "t": np.concatenate(times), "v": np.concatenate(versions)})
+        batches.append(tagged.record_batch)
+        versions.append(np.full(tagged.record_batch.num_rows, known.get(relative, UNKNOWN_VERSION), dtype=np.int64))
+    read = pa.Table.from_batches(batches, schema=dataset.schema.empty_table().select(
+        ["event_id", event_time, *keys]).schema) if batches else None
+    if read is None or read.num_rows == 0:
+        return empty
+    micros = pc.cast(pc.cast(read[event_time], pa.timestamp("us", tz="UTC")), pa.int64())
+    frame = pd.DataFrame({"event_id": pc.cast(read["event_id"], pa.string()).to_numpy(zero_copy_only=False),
+                          "t": micros.to_numpy(zero_copy_only=False), "v": np.concatenate(versions)})
+    for key in keys:
+        frame[f"key:{key}"] = read[key].to_numpy(zero_copy_only=False)
     unversioned = int((frame["v"] == UNKNOWN_VERSION).sum())
     # max event time of all versions strictly before each version (unknown versions: everything before)
     per_version = frame.groupby("v")["t"].max().sort_index()
     before = per_version.cummax().shift(1, fill_value=NO_EVENTS)
     frame = frame.sort_values(["v", "t"], kind="stable").drop_duplicates("event_id")
-    return SourceEvents(frame["t"].to_numpy(), frame["v"].to_numpy(),
-                        frame["v"].map(before).to_numpy(np.int64), unversioned)
+    return SourceEvents(frame["t"].to_numpy(), frame["v"].to_numpy(), frame["v"].map(before).to_numpy(np.int64),
+                        unversioned, pd.DataFrame({k: frame[f"key:{k}"].to_numpy() for k in keys}))
 
 
-def reconcile(gold: pa.Table, spec: WindowedTable, source: SourceEvents, watermark_us: int) -> dict:
-    """Compare gold counts with source events per finalized window; returns the observed values."""
+def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Timestamps as epoch µs (float with NaN where null)."""
+    return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def _iso(micros: float) -> str:
+    return pd.Timestamp(int(micros), unit="us", tz="UTC").isoformat()
+
+
+def _outcome(noun: str, units: pd.DataFrame, describe: Callable[[Any], dict[str, Any]], source: SourceEvents,
+             excess: pd.DataFrame | None = None,
+             describe_excess: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The observed values of a reconciliation: `units` (finalized windows or sessions) have columns
+    gold, source and candidates; `excess` (column gold) holds the gold units within no source unit."""
+    excess = pd.DataFrame({"gold": []}) if excess is None else excess
+    bad = units[(units["gold"] > units["source"]) | (units["gold"] < units["source"] - units["candidates"])]
+    sample = [{**describe(label), "gold": int(r.gold), "source": int(r.source),
+               "late_arrival_candidates": int(r.candidates)} for label, r in bad.head(5).iterrows()]
+    sample += [{**describe_excess(label), "gold": int(r.gold), "source": 0, "late_arrival_candidates": 0}
+               for label, r in excess.head(5 - len(sample)).iterrows()] if describe_excess else []
+    return {
+        f"unreconciled_{noun}s": len(bad) + len(excess),
+        f"finalized_{noun}s": len(units),
+        "gold_events": int(units["gold"].sum()),
+        "source_events": int(units["source"].sum()),
+        "shortfall_events": int((units["source"] - units["gold"]).clip(lower=0).sum()),
+        "excess_events": int((units["gold"] - units["source"]).clip(lower=0).sum() + excess["gold"].sum()),
+        "late_arrival_candidates": int(units["candidates"].sum()),
+        "unversioned_source_rows": source.unversioned_rows,
+        "unreconciled_sample": sample,
+        **({f"excess_gold_{noun}s": len(excess)} if noun != "window" else {}),
+    }
+
+
+def reconcile_windows(gold: pa.Table, spec: WindowedTable, source: SourceEvents, watermark_us: int) -> dict:
+    """Compare gold counts with source events per finalized window (all keys together)."""
     window, slide, delay = spec.window_seconds * MICROS, spec.slide_seconds * MICROS, spec.watermark_seconds * MICROS
     count = spec.counts[0]
     # source side: every (event, window) pair, and whether the gold job may have dropped it as late
@@ -117,24 +171,109 @@ def reconcile(gold: pa.Table, spec: WindowedTable, source: SourceEvents, waterma
     src = pd.DataFrame({"start": starts, "candidates": late_ok}).groupby("start")["candidates"].agg(["size", "sum"])
     src.columns = ["source", "candidates"]
     # gold side: one count per (window, keys) -- duplicates are unique_windows' business
-    keys = ["window_start", "window_end", *spec.keys]
+    keys = list(spec.unique_key)
     cells = gold.select([*keys, count]).group_by(keys).aggregate([(count, "max")])
-    gold_starts = pc.cast(pc.cast(cells["window_start"], pa.timestamp("us", tz="UTC")), pa.int64())
     per_window = pd.Series(cells[f"{count}_max"].to_numpy(zero_copy_only=False),
-                           index=gold_starts.to_numpy(zero_copy_only=False)).groupby(level=0).sum().rename("gold")
+                           index=_micros(cells["window_start"])).groupby(level=0).sum().rename("gold")
     both = src.join(per_window, how="outer").fillna(0).astype(np.int64)
     both = both[both.index + window <= watermark_us]
-    bad = both[(both["gold"] > both["source"]) | (both["gold"] < both["source"] - both["candidates"])]
-    sample = [{"window_start": pd.Timestamp(s, unit="us", tz="UTC").isoformat(), "gold": int(r.gold),
-               "source": int(r.source), "late_arrival_candidates": int(r.candidates)} for s, r in bad.head(5).iterrows()]
-    return {
-        "unreconciled_windows": len(bad),
-        "finalized_windows": len(both),
-        "gold_events": int(both["gold"].sum()),
-        "source_events": int(both["source"].sum()),
-        "shortfall_events": int((both["source"] - both["gold"]).clip(lower=0).sum()),
-        "excess_events": int((both["gold"] - both["source"]).clip(lower=0).sum()),
-        "late_arrival_candidates": int(both["candidates"].sum()),
-        "unversioned_source_rows": source.unversioned_rows,
-        "unreconciled_sample": sample,
-    }
+    return _outcome("window", both, lambda start: {"window_start": _iso(start)}, source)
+
+
+@dataclass
+class SessionMatch:
+    """The source events sessionized per key in batch, and the gold sessions matched with them.
+
+    ``sessions``: per batch session: code (the key), start, end (last event + gap), source (events),
+    candidates (late-arrival candidates), first (index of its first event in the source), gold (sum of
+    the counts of the gold sessions inside it) and gold_sessions (how many). ``golds``: per distinct
+    gold session: code, start, end (µs; NaN when null), gold (count) and inside (within a batch session).
+    """
+
+    sessions: pd.DataFrame
+    golds: pd.DataFrame
+    gold_keys: pd.DataFrame
+
+    def earliest_missing_end(self, after: int | None, closed_by: int) -> int | None:
+        """The end of the earliest-ending batch session after `after`, closed (ended) by `closed_by`, that
+        has no gold session inside it, leaving out those made of late-arrival candidates only (the job
+        may have dropped them)."""
+        missing = self.sessions[(self.sessions["gold_sessions"] == 0) & (self.sessions["end"] <= closed_by)
+                                & (self.sessions["source"] > self.sessions["candidates"])]
+        if after is not None:
+            missing = missing[missing["end"] > after]
+        return int(missing["end"].min()) if len(missing) else None
+
+
+def match_sessions(gold: pa.Table, spec: SessionTable, source: SourceEvents) -> SessionMatch:
+    """Sessionize the source events per key and find, for each gold session, the batch session of its
+    key that contains it (a dropped late event can split a session in gold)."""
+    gap, delay, keys = spec.gap_seconds * MICROS, spec.watermark_seconds * MICROS, list(spec.keys)
+    count = spec.counts[0] if spec.counts else None
+    # gold side: one row per (session, keys) -- duplicates are unique_windows' business
+    cells = (gold.select([*spec.unique_key, count]).group_by(list(spec.unique_key)).aggregate([(count, "max")])
+             if count else gold.select(list(spec.unique_key)).group_by(list(spec.unique_key)).aggregate([]))
+    gold_keys = pd.DataFrame({k: cells[k].to_numpy(zero_copy_only=False) for k in keys})
+    # one integer code per key value (nulls are a key value too), shared by both sides
+    codes = (pd.concat([source.keys[keys], gold_keys], ignore_index=True)
+             .groupby(keys, dropna=False, sort=False).ngroup().to_numpy(np.int64))
+    src_codes, gold_codes = codes[: len(source.times)], codes[len(source.times):]
+
+    # source side: batch sessions per key (an event joins the session when it comes at most a gap after the
+    # previous one: at or before the session's end, as Spark merges session windows; see tests/oracle.py)
+    order = np.lexsort((source.times, src_codes))
+    code, t = src_codes[order], source.times[order]
+    new = np.ones(len(t), bool)
+    new[1:] = (code[1:] != code[:-1]) | (t[1:] > t[:-1] + gap)
+    events = pd.DataFrame({"session": np.cumsum(new) - 1, "code": code, "t": t, "first": order,
+                           "candidates": (source.times + gap <= source.prefix_max - delay)[order]})
+    sessions = events.groupby("session").agg(code=("code", "first"), start=("t", "min"), last=("t", "max"),
+                                             source=("t", "size"), candidates=("candidates", "sum"),
+                                             first=("first", "first"))
+    sessions["end"] = sessions["last"] + gap
+
+    # gold sessions, each matched with the batch session of its key that starts at or before it
+    counts = cells[f"{count}_max"].to_numpy(zero_copy_only=False) if count else np.zeros(len(cells))
+    golds = pd.DataFrame({"code": gold_codes, "start": _micros(cells[spec.start]), "end": _micros(cells[spec.end]),
+                          "gold": counts, "row": np.arange(len(cells))})
+    golds["gold"] = golds["gold"].fillna(0)
+    bounded = golds.dropna(subset=["start", "end"]).astype({"start": np.int64, "end": np.int64})
+    matched = pd.merge_asof(
+        bounded.sort_values("start"),
+        sessions.reset_index()[["session", "code", "start", "end"]].rename(columns={"start": "b_start", "end": "b_end"})
+        .sort_values("b_start"),
+        left_on="start", right_on="b_start", by="code", direction="backward")
+    matched = matched[matched["session"].notna() & (matched["end"] <= matched["b_end"])]
+    per_session = matched.groupby("session")["gold"].agg(["sum", "size"])
+    sessions["gold"] = per_session["sum"].reindex(sessions.index, fill_value=0).astype(np.int64)
+    sessions["gold_sessions"] = per_session["size"].reindex(sessions.index, fill_value=0)
+    golds["inside"] = golds["row"].isin(matched["row"])
+    return SessionMatch(sessions, golds, gold_keys)
+
+
+def reconcile_sessions(match: SessionMatch, spec: SessionTable, source: SourceEvents, watermark_us: int) -> dict:
+    """Compare each finalized batch session with the gold sessions of its key contained in it."""
+    sessions, golds, keys = match.sessions, match.golds, list(spec.keys)
+    finalized = sessions[sessions["end"] <= watermark_us]
+    # finalized gold sessions (or with a null bound) inside no batch session of their key: no source events
+    outside = golds[~golds["inside"] & ~(golds["end"] > watermark_us)]
+
+    def describe_source(session: int) -> dict[str, Any]:
+        row = sessions.loc[session]
+        return {**{k: _plain(source.keys[k].iloc[int(row["first"])]) for k in keys},
+                "session_start": _iso(row["start"]), "session_end": _iso(row["end"])}
+
+    def describe_gold(row: int) -> dict[str, Any]:
+        start, end = golds.at[row, "start"], golds.at[row, "end"]
+        return {**{k: _plain(match.gold_keys[k].iloc[row]) for k in keys},
+                "session_start": None if np.isnan(start) else _iso(start),
+                "session_end": None if np.isnan(end) else _iso(end), "in_no_source_session": True}
+
+    return _outcome("session", finalized, describe_source, source, outside, describe_gold)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-friendly scalar (numpy scalars and NaN keys become Python values / None)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value

@@ -1,4 +1,4 @@
-"""Validate the windowed gold tables with Great Expectations; record results and build Data Docs.
+"""Validate the gold tables (windows, sessions, joins) with Great Expectations; record results and Data Docs.
 
 Per table, two suites run through GE checkpoints:
 
@@ -28,7 +28,7 @@ from include import delta_store
 from include.quality import frames, gx_context, results
 from include.quality.checks import BLOCKING
 from include.quality.results import CheckResult
-from include.quality.suites import WindowedTable, quality_tables
+from include.quality.suites import TableSpec, quality_tables
 from include.quality.table_metrics import table_metrics
 from include.registry import Registry
 from include.settings import Settings
@@ -91,7 +91,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
     specs = quality_tables(registry)
     unknown = [t for t in tables or [] if t not in specs]
     if unknown:
-        raise ValueError(f"not a windowed gold table: {', '.join(unknown)} (known: {', '.join(specs)})")
+        raise ValueError(f"not a gold table with a quality suite: {', '.join(unknown)} (known: {', '.join(specs)})")
     validated_at = datetime.now(UTC)
     report = QualityReport(uuid.uuid4().hex[:12], gx_context.docs_dir(settings) / "index.html", full=full)
     with gx_context.open_context(settings) as context:
@@ -109,7 +109,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
     return report
 
 
-def validate_table(settings: Settings, context, spec: WindowedTable, *, full: bool, run_id: str,
+def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, run_id: str,
                    validated_at: datetime, now: datetime) -> tuple[list[CheckResult], list[str]]:
     """Run both suites of one table; returns the results and notes for the report."""
     path = settings.table_path(spec.table)
@@ -139,12 +139,12 @@ def validate_table(settings: Settings, context, spec: WindowedTable, *, full: bo
                                 selection.version_from, selection.version_to, selection.num_rows, engine)
                     for c, ok, observed in outcome]
 
-    metrics, details = table_metrics(settings, spec, latest)
+    measured = table_metrics(settings, spec, latest)
+    details, rows = measured.details, measured.rows
     table_checks = [c for c in spec.checks if c.scope == "table"]
-    rows = int(details["unique_windows"]["rows"])
     outcome = gx_context.run_suite(
-        context, name=f"{spec.suite_name}__table", frame=pd.DataFrame([metrics]), spark=False, checks=table_checks,
-        observed=details, batch_metadata={**metadata, "versions": f"0..{latest} (whole table, {rows} rows)"},
+        context, name=f"{spec.suite_name}__table", frame=pd.DataFrame([measured.metrics]), spark=False,
+        checks=table_checks, observed=details, batch_metadata={**metadata, "versions": f"0..{latest} (whole table, {rows} rows)"},
         run_name=run_id, run_time=validated_at)
     checked += [CheckResult(spec.table, c.name, c.severity, ok, gx_context.json_value(details[c.name]),
                             "table", 0, latest, rows, "pandas")

@@ -1,20 +1,28 @@
 """Quality suites of the gold tables, derived from the job registry.
 
-A suite is built per sink table by the builder of its job's transform kind (:data:`SUITE_BUILDERS`).
-Only ``window_aggregate`` exists today; session-window and stream-join tables get their own
-builder (and table spec) when the registry gains those kinds.
+A suite is built per sink table by the builder of its job's transform kind (:data:`SUITE_BUILDERS`):
+one table spec class per kind, on a common :class:`TableSpec` base.
+
+- :class:`WindowedTable` (``window_aggregate``) and :class:`SessionTable` (``session_aggregate``)
+  share :class:`AggregateTable`: rows per (start, end, keys) with count/sum aggregations, and the
+  same key, count, future, uniqueness, freshness and reconciliation checks.
+- :class:`JoinTable` (``stream_join``): one row per (left key, right key), the join bound, unmatched
+  rows without right values, uniqueness and freshness.
 
 Each :class:`Check` names one expectation of :mod:`include.quality.checks` and how Great Expectations
-evaluates it: row checks run on the gold rows plus derived columns (``_window_seconds``,
-``_start_offset_seconds``, ``_seconds_in_future``, see :mod:`include.quality.frames`); table checks run
-on one row of table metrics (:mod:`include.quality.table_metrics`).
+evaluates it: row checks run on the gold rows plus the derived columns each spec declares in
+:meth:`TableSpec.derived` (evaluated with pandas or Spark by :mod:`include.quality.frames`); table
+checks run on one row of table metrics (:mod:`include.quality.table_metrics`).
+
+This module stays light (no pandas, pyarrow, Spark or GE): the DAG files list the tables with suites
+through :func:`quality_tables` at parse time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from include.quality.checks import CHECKS
 from include.registry import JobSpec, Registry, parse_duration
@@ -34,104 +42,371 @@ class Check:
         return self.kwargs["column"]
 
 
-@dataclass(frozen=True)
-class WindowedTable:
-    """What the checks need to know about one windowed gold table."""
+class RowOps(Protocol):
+    """The column operations derived row columns are written in; :mod:`include.quality.frames`
+    implements them on Arrow/numpy (pandas engine) and on Spark columns. Times are epoch seconds."""
+
+    def seconds(self, column: str) -> Any: ...  # whole seconds (floored)
+
+    def exact_seconds(self, column: str) -> Any: ...  # seconds with the microseconds
+
+    def mod(self, value: Any, divisor: int) -> Any: ...  # floored modulo
+
+    def is_value(self, column: str, value: bool) -> Any: ...  # boolean column == value (null: false)
+
+    def where(self, condition: Any, value: Any, otherwise: Any) -> Any: ...  # otherwise None: null
+
+    def fill_null(self, value: Any, fill: Any) -> Any: ...
+
+    def non_null_count(self, columns: tuple[str, ...]) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableSpec:
+    """What the checks need to know about one gold table with a suite (common to every kind)."""
 
     table: str
     job_id: str
-    source_table: str
-    event_time: str
-    window_seconds: int
-    slide_seconds: int
-    watermark_seconds: int
+    source_table: str  # the job's (left) source
+    event_time: str  # its event-time column
+    watermark_seconds: int  # the job's (left) watermark delay
     freshness_lag_seconds: int
-    keys: tuple[str, ...]
-    counts: tuple[str, ...]  # count aggregations
-    sums: tuple[str, ...]  # sum aggregations
-    mode: str  # sink mode: append (finalized windows only) or update (MERGE upserts)
+    mode: str  # sink mode: append (final rows only) or update (MERGE upserts)
     checks: list[Check] = field(default_factory=list)
 
-    @property
-    def windows_per_event(self) -> int:
-        return self.window_seconds // self.slide_seconds
+    noun: ClassVar[str] = "row"  # what a row is: names the metrics and details
+    unique_check: ClassVar[str] = "unique_rows"  # the check name of the uniqueness of unique_key
 
     @property
     def suite_name(self) -> str:
         return self.table.replace("/", "__")
 
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        """The columns that identify a row (``unique_windows`` / ``unique_rows``)."""
+        raise NotImplementedError
 
-def windowed_table(job: JobSpec) -> WindowedTable:
-    """The spec and checks of a window_aggregate job's sink table."""
-    window = parse_duration(job.transform["window"])
-    slide = parse_duration(job.transform["slide"]) if job.transform.get("slide") else window
-    aggregations = job.transform["aggregations"]
-    spec = WindowedTable(
-        table=job.sink.table,
-        job_id=job.id,
-        source_table=job.source.name,
-        event_time=job.source.event_time,
-        window_seconds=window,
-        slide_seconds=slide,
-        watermark_seconds=job.source.watermark_seconds,
-        freshness_lag_seconds=job.quality.freshness_lag_seconds or job.source.watermark_seconds + slide,
-        keys=tuple(job.transform["keys"]),
-        counts=tuple(n for n, a in aggregations.items() if a["fn"] == "count"),
-        sums=tuple(n for n, a in aggregations.items() if a["fn"] == "sum"),
-        mode=job.sink.mode,
-    )
-    spec.checks.extend(_windowed_checks(spec, job.quality.severity))
-    return spec
+    @property
+    def duplicates_metric(self) -> str:
+        """The table metric counting rows beyond one per :attr:`unique_key`."""
+        return "duplicate_rows" if self.noun == "row" else f"duplicate_{self.noun}_rows"
 
+    @property
+    def freshness_column(self) -> str:
+        """The timestamp column whose latest (final) value must trail the source by at most the lag."""
+        raise NotImplementedError
 
-# Transform kind -> suite builder. Future kinds (session windows, stream-stream joins) add theirs here.
-SUITE_BUILDERS: dict[str, Callable[[JobSpec], WindowedTable]] = {"window_aggregate": windowed_table}
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        """The gold columns the row checks read (before deriving)."""
+        raise NotImplementedError
 
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        """The derived row columns (name -> expression in `ops`) the row checks run on."""
+        raise NotImplementedError
 
-def quality_tables(registry: Registry) -> dict[str, WindowedTable]:
-    """Every sink table of the registry that has a suite, by table name, in registry order."""
-    return {
-        registry.jobs[j].sink.table: SUITE_BUILDERS[registry.jobs[j].transform_kind](registry.jobs[j])
-        for j in registry.order
-        if registry.jobs[j].transform_kind in SUITE_BUILDERS
-    }
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        """The suite's checks, with the job's severity `overrides`."""
+        raise NotImplementedError
 
+    @property
+    def check_columns(self) -> tuple[str, ...]:
+        """The columns of the frame the row suite validates: those its checks name, in order."""
+        return tuple(dict.fromkeys(c.column for c in self.checks if c.scope == "rows"))
 
-def _windowed_checks(t: WindowedTable, overrides: dict[str, str]) -> list[Check]:
-    def check(name: str, expectation: str, kwargs: dict[str, Any], description: str) -> Check:
+    def _check(self, name: str, expectation: str, kwargs: dict[str, Any], description: str,
+               overrides: dict[str, str]) -> Check:
         info = CHECKS[name]
         return Check(name, overrides.get(name, info.severity), info.scope, expectation, kwargs, description)
 
-    checks = [
-        check("window_size", "ExpectColumnValuesToBeInSet",
-              {"column": "_window_seconds", "value_set": [t.window_seconds]},
-              f"window_end - window_start is {t.window_seconds} s"),
-        check("window_aligned", "ExpectColumnValuesToBeInSet",
-              {"column": "_start_offset_seconds", "value_set": [0]},
-              f"window_start is a multiple of {t.slide_seconds} s since the epoch"),
-        check("no_future_windows", "ExpectColumnValuesToBeBetween",
-              {"column": "_seconds_in_future", "max_value": 0},
-              "window_start is not after the validation time"),
-    ]
-    checks += [check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": key}, f"{key} is never null")
-               for key in t.keys]
-    checks += [check("event_count_positive", "ExpectColumnValuesToBeBetween", {"column": column, "min_value": 1},
-                     f"{column} is at least 1") for column in t.counts]
-    checks += [check("values_in_range", "ExpectColumnValuesToBeBetween",
-                     {"column": column, "min_value": 0, "max_value": 1e12}, f"{column} is between 0 and 1e12")
-               for column in t.sums]
-    checks += [
-        check("unique_windows", "ExpectColumnMaxToBeBetween", {"column": "duplicate_window_rows", "max_value": 0},
-              f"one row per (window_start, window_end, {', '.join(t.keys)}) in the whole table"),
-        check("freshness", "ExpectColumnMaxToBeBetween",
-              {"column": "freshness_lag_seconds", "max_value": t.freshness_lag_seconds},
-              f"latest finalized window_end within {t.freshness_lag_seconds} s of the latest "
-              f"{t.source_table} {t.event_time}"),
-    ]
-    if t.counts:
-        checks.append(check(
-            "reconciliation", "ExpectColumnMaxToBeBetween",
-            {"column": "unreconciled_windows", "max_value": 0},
-            f"per finalized window, sum({t.counts[0]}) is at most the distinct {t.source_table} events in it "
-            f"and at least those less the late-arrival candidates"))
-    return checks
+
+@dataclass(frozen=True, kw_only=True)
+class AggregateTable(TableSpec):
+    """A table of event-time aggregates: one row per (start, end, keys) with count/sum columns."""
+
+    keys: tuple[str, ...]
+    counts: tuple[str, ...]  # count aggregations
+    sums: tuple[str, ...]  # sum aggregations
+
+    start: ClassVar[str]  # the bound columns
+    end: ClassVar[str]
+    unique_check: ClassVar[str] = "unique_windows"
+
+    @property
+    def source_keys(self) -> tuple[str, ...]:
+        """The key columns reconciliation reads from the source events."""
+        return ()
+
+    @property
+    def unreconciled_metric(self) -> str:
+        return f"unreconciled_{self.noun}s"
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        return (self.start, self.end, *self.keys)
+
+    @property
+    def freshness_column(self) -> str:
+        return self.end
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        return (self.start, self.end, *self.keys, *self.counts, *self.sums)
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        return {"_seconds_in_future": ops.seconds(self.start) - now_epoch}
+
+    def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
+        """The kind's own checks of the (start, end) bounds."""
+        raise NotImplementedError
+
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        def check(name: str, expectation: str, kwargs: dict[str, Any], description: str) -> Check:
+            return self._check(name, expectation, kwargs, description, overrides)
+
+        checks = self._bound_checks(overrides) + [
+            check("no_future_windows", "ExpectColumnValuesToBeBetween",
+                  {"column": "_seconds_in_future", "max_value": 0}, f"{self.start} is not after the validation time"),
+        ]
+        checks += [check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": key}, f"{key} is never null")
+                   for key in self.keys]
+        checks += [check("event_count_positive", "ExpectColumnValuesToBeBetween", {"column": column, "min_value": 1},
+                         f"{column} is at least 1") for column in self.counts]
+        checks += [check("values_in_range", "ExpectColumnValuesToBeBetween",
+                         {"column": column, "min_value": 0, "max_value": 1e12}, f"{column} is between 0 and 1e12")
+                   for column in self.sums]
+        checks += [
+            check(self.unique_check, "ExpectColumnMaxToBeBetween", {"column": self.duplicates_metric, "max_value": 0},
+                  f"one row per ({', '.join(self.unique_key)}) in the whole table"),
+            check("freshness", "ExpectColumnMaxToBeBetween",
+                  {"column": "freshness_lag_seconds", "max_value": self.freshness_lag_seconds},
+                  f"{self._freshness_description()} within {self.freshness_lag_seconds} s of the latest "
+                  f"{self.source_table} {self.event_time}"),
+        ]
+        if self.counts:
+            checks.append(check(
+                "reconciliation", "ExpectColumnMaxToBeBetween", {"column": self.unreconciled_metric, "max_value": 0},
+                self._reconciliation_description()))
+        return checks
+
+    def _reconciliation_description(self) -> str:
+        raise NotImplementedError
+
+    def _freshness_description(self) -> str:
+        return f"latest finalized {self.end}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowedTable(AggregateTable):
+    """A window_aggregate sink: tumbling or sliding windows."""
+
+    window_seconds: int
+    slide_seconds: int
+
+    start: ClassVar[str] = "window_start"
+    end: ClassVar[str] = "window_end"
+    noun: ClassVar[str] = "window"
+
+    @property
+    def windows_per_event(self) -> int:
+        return self.window_seconds // self.slide_seconds
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        start, end = ops.seconds(self.start), ops.seconds(self.end)
+        return {"_window_seconds": end - start, "_start_offset_seconds": ops.mod(start, self.slide_seconds),
+                **super().derived(ops, now_epoch)}
+
+    def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
+        return [
+            self._check("window_size", "ExpectColumnValuesToBeInSet",
+                        {"column": "_window_seconds", "value_set": [self.window_seconds]},
+                        f"window_end - window_start is {self.window_seconds} s", overrides),
+            self._check("window_aligned", "ExpectColumnValuesToBeInSet",
+                        {"column": "_start_offset_seconds", "value_set": [0]},
+                        f"window_start is a multiple of {self.slide_seconds} s since the epoch", overrides),
+        ]
+
+    def _reconciliation_description(self) -> str:
+        return (f"per finalized window, sum({self.counts[0]}) is at most the distinct {self.source_table} events "
+                f"in it and at least those less the late-arrival candidates")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionTable(AggregateTable):
+    """A session_aggregate sink: a session ends `gap` after its last event."""
+
+    gap_seconds: int
+
+    start: ClassVar[str] = "session_start"
+    end: ClassVar[str] = "session_end"
+    noun: ClassVar[str] = "session"
+
+    @property
+    def source_keys(self) -> tuple[str, ...]:
+        return self.keys
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        return {"_session_seconds": ops.exact_seconds(self.end) - ops.exact_seconds(self.start),
+                **super().derived(ops, now_epoch)}
+
+    def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
+        return [self._check("session_bounds", "ExpectColumnValuesToBeBetween",
+                            {"column": "_session_seconds", "min_value": self.gap_seconds},
+                            f"session_end - session_start is at least the gap ({self.gap_seconds} s)", overrides)]
+
+    def _freshness_description(self) -> str:
+        return "the end of the earliest source session closed after the latest session_end and missing here"
+
+    def _reconciliation_description(self) -> str:
+        return (f"per finalized session of the distinct {self.source_table} events of a key, the sum of "
+                f"{self.counts[0]} of the gold sessions inside it is at most its events and at least those less "
+                f"the late-arrival candidates; every gold session lies inside one")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinTable(TableSpec):
+    """A stream_join sink: left rows joined with the right rows within a time bound."""
+
+    left_time: str  # output columns
+    right_time: str
+    left_key: str
+    right_key: str | None  # None: no right column identifies the right row
+    matched: str | None  # the matched column (None: an inner join without one)
+    right_columns: tuple[str, ...]  # every output column taken from the right side
+    within_seconds: int
+    where: str | None  # the SQL filter on the left source
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        return (self.left_key, self.right_key) if self.right_key else (self.left_key,)
+
+    @property
+    def freshness_column(self) -> str:
+        return self.left_time
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([self.left_time, self.left_key, *([self.matched] if self.matched else []),
+                                    *self.right_columns]))
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        columns = {"_seconds_in_future": ops.seconds(self.left_time) - now_epoch}
+        if self.matched:
+            offset = ops.exact_seconds(self.right_time) - ops.exact_seconds(self.left_time)
+            # matched rows: right time - left time, -1 (out of bounds) when one is missing; unmatched: null
+            columns["_right_offset_seconds"] = ops.where(ops.is_value(self.matched, True),
+                                                         ops.fill_null(offset, -1), None)
+            columns["_right_values_when_unmatched"] = ops.where(ops.is_value(self.matched, False),
+                                                                ops.non_null_count(self.right_columns), 0)
+        return columns
+
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        def check(name: str, expectation: str, kwargs: dict[str, Any], description: str) -> Check:
+            return self._check(name, expectation, kwargs, description, overrides)
+
+        checks = []
+        if self.matched:
+            checks += [
+                check("join_bound", "ExpectColumnValuesToBeBetween",
+                      {"column": "_right_offset_seconds", "min_value": 0, "max_value": self.within_seconds},
+                      f"{self.matched} rows: {self.right_time} - {self.left_time} is between 0 and "
+                      f"{self.within_seconds} s (-1: a time is missing; rows not {self.matched} are not counted)"),
+                check("unmatched_without_right", "ExpectColumnValuesToBeInSet",
+                      {"column": "_right_values_when_unmatched", "value_set": [0]},
+                      f"rows not {self.matched} have no right-side value ({', '.join(self.right_columns)} null)"),
+            ]
+        checks += [
+            check("no_future_windows", "ExpectColumnValuesToBeBetween",
+                  {"column": "_seconds_in_future", "max_value": 0},
+                  f"{self.left_time} is not after the validation time"),
+        ]
+        checks += [check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": column}, f"{column} is never null")
+                   for column in (self.left_key, self.matched) if column]
+        checks += [
+            check(self.unique_check, "ExpectColumnMaxToBeBetween", {"column": self.duplicates_metric, "max_value": 0},
+                  f"one row per ({', '.join(self.unique_key)}) in the whole table"),
+            check("freshness", "ExpectColumnMaxToBeBetween",
+                  {"column": "freshness_lag_seconds", "max_value": self.freshness_lag_seconds},
+                  f"latest {self.left_time} within {self.freshness_lag_seconds} s of the latest "
+                  f"{self.source_table} {self.event_time}" + (f" where {self.where}" if self.where else "")),
+        ]
+        return checks
+
+
+# ------------------------------------------------------------------------------------------ builders
+
+
+def _common(job: JobSpec, default_lag: int) -> dict[str, Any]:
+    return {"table": job.sink.table, "job_id": job.id, "source_table": job.source.name,
+            "event_time": job.source.event_time, "watermark_seconds": job.source.watermark_seconds,
+            "freshness_lag_seconds": job.quality.freshness_lag_seconds or default_lag, "mode": job.sink.mode}
+
+
+def _aggregations(job: JobSpec) -> dict[str, Any]:
+    aggregations = job.transform["aggregations"]
+    return {"keys": tuple(job.transform["keys"]),
+            "counts": tuple(n for n, a in aggregations.items() if a["fn"] == "count"),
+            "sums": tuple(n for n, a in aggregations.items() if a["fn"] == "sum")}
+
+
+def windowed_table(job: JobSpec, registry: Registry | None = None) -> WindowedTable:
+    """The spec and checks of a window_aggregate job's sink table (default lag: watermark + slide)."""
+    window = parse_duration(job.transform["window"])
+    slide = parse_duration(job.transform["slide"]) if job.transform.get("slide") else window
+    spec = WindowedTable(**_common(job, job.source.watermark_seconds + slide), **_aggregations(job),
+                         window_seconds=window, slide_seconds=slide)
+    spec.checks.extend(spec.make_checks(job.quality.severity))
+    return spec
+
+
+def session_table(job: JobSpec, registry: Registry | None = None) -> SessionTable:
+    """The spec and checks of a session_aggregate job's sink table (default lag: watermark + gap)."""
+    gap = parse_duration(job.transform["gap"])
+    spec = SessionTable(**_common(job, job.source.watermark_seconds + gap), **_aggregations(job), gap_seconds=gap)
+    spec.checks.extend(spec.make_checks(job.quality.severity))
+    return spec
+
+
+def join_table(job: JobSpec, registry: Registry) -> JoinTable:
+    """The spec and checks of a stream_join job's sink table (default lag: watermark + within).
+
+    Output columns are found through ``columns`` (output name -> ``left.<c>`` / ``right.<c>``); a side's
+    key is the output column of its table's deduplication key (falling back to the join keys)."""
+    transform, right = job.transform, job.right_source
+    assert right is not None, f"stream_join job {job.id} has no right source"
+    output = {side: {str(ref).partition(".")[2]: name for name, ref in transform["columns"].items()
+                     if str(ref).partition(".")[0] == side} for side in ("left", "right")}
+    join_keys = transform["join_keys"]
+
+    def key(side: str, table: str, fallback: list[str]) -> str | None:
+        writer = registry.writer_of(table)
+        unique = list(writer.transform.get("keys") or []) if writer and writer.transform_kind == "deduplicate" else []
+        return next((output[side][c] for c in [*unique, *fallback] if c in output[side]), None)
+
+    within = parse_duration(transform["within"])
+    left_key = key("left", job.source.name, list(join_keys))
+    assert left_key is not None, f"stream_join job {job.id}: no output column identifies the left row"
+    spec = JoinTable(**_common(job, job.source.watermark_seconds + within),
+                     left_time=output["left"][job.source.event_time], right_time=output["right"][right.event_time],
+                     left_key=left_key, right_key=key("right", right.name, list(join_keys.values())),
+                     matched=transform.get("matched_column"), right_columns=tuple(output["right"].values()),
+                     within_seconds=within, where=transform.get("where"))
+    spec.checks.extend(spec.make_checks(job.quality.severity))
+    return spec
+
+
+# Transform kind -> suite builder (the registry's QUALITY_KINDS).
+SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
+    "window_aggregate": windowed_table,
+    "session_aggregate": session_table,
+    "stream_join": join_table,
+}
+
+
+def quality_tables(registry: Registry) -> dict[str, TableSpec]:
+    """Every sink table of the registry that has a suite, by table name, in registry order."""
+    return {
+        registry.jobs[j].sink.table: SUITE_BUILDERS[registry.jobs[j].transform_kind](registry.jobs[j], registry)
+        for j in registry.order
+        if registry.jobs[j].transform_kind in SUITE_BUILDERS
+    }

@@ -1,19 +1,29 @@
-"""Table-level metrics of a windowed gold table: duplicates, freshness, reconciliation with its source.
+"""Table-level metrics of a gold table: duplicates, freshness, reconciliation with its source.
 
 They need the whole table (a new row can duplicate an old one; reconciliation and freshness compare
-all finalized windows with the source), so they are computed on every run from the latest version,
+all finalized rows with the source), so they are computed on every run from the latest version,
 with Arrow/pandas over the projected columns, whatever engine the row checks use. The result is one
 row of metrics (what the Great Expectations table suite asserts on) plus the observed details.
 
-Finalized windows are those ending at or before the gold job's watermark, read from its checkpoint
-(the offset log entry of its latest committed batch). Without a checkpoint (tables written by other
-means), the watermark is taken as the latest source event minus the job's watermark delay, i.e. as
-if the job had caught up.
+- Duplicates: rows beyond one per the spec's unique key (windows and sessions: start, end, keys;
+  joins: left key, right key).
+- Freshness: how long before the latest source event (joins: of the left source, filtered by the
+  join's ``where``, evaluated with DataFusion through delta-rs) the table stopped being up to date:
+  windows and joins, its latest window end / left event time; sessions, which stay open as long as
+  their key is active (an always-active user has no finalized session at all), the end of the
+  earliest source session (sessionized as for reconciliation) that closed after the table's latest
+  session_end and that the table lacks -- none: the table is up to date.
+- Reconciliation (windows and sessions, see :mod:`include.quality.reconciliation`): finalized rows are
+  those ending at or before the gold job's watermark, read from its checkpoint (the offset log entry
+  of its latest committed batch). Without a checkpoint (tables written by other means), the
+  watermark is taken as the latest source event minus the job's watermark delay, i.e. as if the job
+  had caught up.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,18 +31,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from include import checkpoints, delta_store
-from include.quality.reconciliation import MICROS, SourceEvents, read_source_events, reconcile
-from include.quality.suites import WindowedTable
+from include.quality.reconciliation import (
+    MICROS,
+    SourceEvents,
+    match_sessions,
+    read_source_events,
+    reconcile_sessions,
+    reconcile_windows,
+)
+from include.quality.suites import AggregateTable, JoinTable, SessionTable, TableSpec
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableMetrics:
+    metrics: dict[str, int]  # one row: metric column -> value (what the table suite asserts on)
+    details: dict[str, dict[str, Any]]  # per check name, the observed details behind it
+    rows: int  # rows in the table version
+
+
+@dataclass(frozen=True)
+class SourceSpan:
+    """Earliest and latest source event time (epoch µs; None: no events) and what they were read from."""
+
+    earliest: int | None
+    latest: int | None
+    described: str
 
 
 def _iso(micros: int | None) -> str | None:
     return None if micros is None else datetime.fromtimestamp(micros / MICROS, UTC).isoformat()
 
 
-def gold_watermark(settings: Settings, spec: WindowedTable, source: SourceEvents) -> tuple[int | None, str]:
+def _micros(column: pa.ChunkedArray) -> pa.Array:
+    return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+
+
+def gold_watermark(settings: Settings, spec: TableSpec, source: SourceEvents) -> tuple[int | None, str]:
     """The gold job's watermark (epoch µs) and where it came from."""
     committed = checkpoints.committed_watermark_ms(settings.checkpoint_dir(spec.job_id))
     if committed is not None:
@@ -42,38 +79,69 @@ def gold_watermark(settings: Settings, spec: WindowedTable, source: SourceEvents
     return source.latest - spec.watermark_seconds * MICROS, "latest source event - watermark delay (no checkpoint)"
 
 
-def table_metrics(settings: Settings, spec: WindowedTable,
-                  version: int) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
-    """One row of metrics (column -> value) and, per check name, the observed details behind it."""
-    keys = ["window_start", "window_end", *spec.keys]
-    gold = delta_store.read_table(settings.table_path(spec.table), version=version, columns=[*keys, *spec.counts])
-    distinct = gold.group_by(keys).aggregate([]).num_rows if gold.num_rows else 0
+def left_source_span(settings: Settings, spec: JoinTable) -> SourceSpan:
+    """The event-time span of the join's left source rows that pass its ``where`` filter."""
+    path = settings.table_path(spec.source_table)
+    described = f"{spec.source_table}" + (f" where {spec.where}" if spec.where else "")
+    if not delta_store.table_exists(path):
+        return SourceSpan(None, None, described)
+    from deltalake import DeltaTable, QueryBuilder
+
+    column = '"' + spec.event_time.replace('"', '""') + '"'
+    query = f"SELECT min({column}) AS earliest, max({column}) AS latest FROM source"
+    query += f" WHERE {spec.where}" if spec.where else ""
+    span = pa.table(QueryBuilder().register("source", DeltaTable(str(path))).execute(query).read_all())
+    earliest, latest = (_micros(span[c]).to_pylist()[0] for c in ("earliest", "latest"))
+    return SourceSpan(earliest, latest, described)
+
+
+def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMetrics:
+    """The metrics row and observed details of the table checks of `spec`'s table at `version`."""
+    counts = spec.counts[:1] if isinstance(spec, AggregateTable) else ()
+    columns = list(dict.fromkeys([*spec.unique_key, spec.freshness_column, *counts]))
+    gold = delta_store.read_table(settings.table_path(spec.table), version=version, columns=columns)
+    distinct = gold.group_by(list(spec.unique_key)).aggregate([]).num_rows if gold.num_rows else 0
     duplicates = gold.num_rows - distinct
 
-    source = read_source_events(settings.table_path(spec.source_table), spec.event_time)
-    watermark, watermark_source = gold_watermark(settings, spec, source)
-    ends = pc.cast(pc.cast(gold["window_end"], pa.timestamp("us", tz="UTC")), pa.int64())
-    if spec.mode == "update" and watermark is not None:  # rows past the watermark may still change
-        ends = ends.filter(pc.less_equal(ends, watermark))
-    elif spec.mode == "update":
-        ends = ends.slice(0, 0)
-    latest_end = pc.max(ends).as_py() if len(ends) else None
-    if source.latest is None:
-        lag = 0  # nothing to be fresh about
+    source: SourceEvents | None = None
+    watermark, watermark_source = None, ""
+    if isinstance(spec, AggregateTable):
+        source = read_source_events(settings.table_path(spec.source_table), spec.event_time, spec.source_keys)
+        span = SourceSpan(source.earliest, source.latest, spec.source_table)
+        watermark, watermark_source = gold_watermark(settings, spec, source)
     else:
-        lag = (source.latest - (latest_end if latest_end is not None else source.earliest)) // MICROS
-        lag = max(0, lag)
+        span = left_source_span(settings, spec)
+    sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) else None
 
-    metrics = {"duplicate_window_rows": duplicates, "freshness_lag_seconds": lag}
+    ends = _micros(gold[spec.freshness_column]).drop_null()
+    if spec.mode == "update":  # rows past the watermark may still change
+        ends = ends.filter(pc.less_equal(ends, watermark)) if watermark is not None else ends.slice(0, 0)
+    latest_end = pc.max(ends).as_py() if len(ends) else None
+    finalized = "finalized_" if isinstance(spec, AggregateTable) else ""
+    freshness: dict[str, Any] = {f"latest_{finalized}{spec.freshness_column}": _iso(latest_end)}
+    # the table is up to date until `reference`: its latest end, or for sessions (which stay open while
+    # their key is active) the end of the earliest session closed since then that it lacks
+    if sessions is not None:
+        missing = None if span.latest is None else sessions.earliest_missing_end(latest_end, closed_by=span.latest)
+        freshness["earliest_missing_session_end"] = _iso(missing)
+        reference = missing if missing is not None else span.latest
+    else:
+        reference = latest_end if latest_end is not None else span.earliest
+    lag = 0 if span.latest is None else max(0, (span.latest - reference) // MICROS)  # no source: nothing to be fresh about
+
+    metrics = {spec.duplicates_metric: duplicates, "freshness_lag_seconds": lag}
     details: dict[str, dict[str, Any]] = {
-        "unique_windows": {"duplicate_window_rows": duplicates, "rows": gold.num_rows, "distinct_windows": distinct},
-        "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds,
-                      "latest_finalized_window_end": _iso(latest_end),
-                      f"latest_{spec.event_time}": _iso(source.latest)},
+        spec.unique_check: {spec.duplicates_metric: duplicates, "rows": gold.num_rows, f"distinct_{spec.noun}s": distinct},
+        "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds, **freshness,
+                      f"latest_{spec.event_time}": _iso(span.latest), "source": span.described},
     }
-    if spec.counts:
-        reconciled = (reconcile(gold, spec, source, watermark) if watermark is not None
-                      else {"unreconciled_windows": 0, "finalized_windows": 0})
-        metrics["unreconciled_windows"] = reconciled["unreconciled_windows"]
+    if isinstance(spec, AggregateTable) and counts:
+        if watermark is None:
+            reconciled = {spec.unreconciled_metric: 0, f"finalized_{spec.noun}s": 0}
+        elif sessions is not None:
+            reconciled = reconcile_sessions(sessions, spec, source, watermark)
+        else:
+            reconciled = reconcile_windows(gold, spec, source, watermark)
+        metrics[spec.unreconciled_metric] = reconciled[spec.unreconciled_metric]
         details["reconciliation"] = {**reconciled, "watermark": _iso(watermark), "watermark_source": watermark_source}
-    return metrics, details
+    return TableMetrics(metrics, details, gold.num_rows)
