@@ -78,10 +78,9 @@ def default_args(settings: Settings) -> dict:
 
 def job_doc(settings: Settings, registry: Registry, job: JobSpec, trigger: str) -> str:
     """Markdown shown in the Airflow UI for a job's task."""
-    source = (
-        f"landing files `{settings.root / job.source.path}`"
-        if job.source.kind == "landing"
-        else f"new commits of Delta table `{job.source.name}`"
+    source = " and ".join(
+        f"landing files `{settings.root / s.path}`" if s.kind == "landing" else f"new commits of Delta table `{s.name}`"
+        for s in job.sources
     )
     writes = ", ".join(f"`{t}` (`{settings.table_path(t)}`)" for t in job.tables_written())
     upstream = ", ".join(registry.upstream(job.id)) or "none"

@@ -28,6 +28,24 @@ def lakehouse_root(settings, monkeypatch):
     return settings.root
 
 
+@pytest.fixture
+def fresh_assets(lakehouse_root, airflow_db):
+    """Let this test's Assets become active in the shared metadata DB.
+
+    Assets are named after their table and point at this test's lakehouse root; Airflow activates an
+    asset only when no active one has its name, so an earlier test's assets would shadow these. A
+    running scheduler deactivates assets no DAG references any more (its orphanage pass); dag.test()
+    runs none, so this fixture does that step.
+    """
+    from airflow.models.asset import AssetActive
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    with create_session() as session:
+        session.execute(delete(AssetActive))
+    return lakehouse_root
+
+
 def test_dagbag_parses_fast_and_light(registry):
     probe = """
 import json, sys, time
@@ -77,7 +95,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert all(t.retries >= 1 for t in backfill.tasks)
 
 
-def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, lakehouse_root, airflow_db):
+def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, fresh_assets):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     landed = generate(settings, events=1500, seed=51, files=4)
@@ -112,7 +130,7 @@ def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, lakehouse
         settings.table_path("bronze/clickstream_quarantine")) == landed_lines
 
 
-def test_refused_second_writer_fails_the_task_and_records_an_alert(settings, lakehouse_root, airflow_db, monkeypatch):
+def test_refused_second_writer_fails_the_task_and_records_an_alert(settings, fresh_assets, monkeypatch):
     from airflow.utils.state import DagRunState
 
     monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
