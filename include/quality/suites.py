@@ -119,6 +119,27 @@ class TableSpec:
         info = CHECKS[name]
         return Check(name, overrides.get(name, info.severity), info.scope, expectation, kwargs, description)
 
+    def _time_and_key_checks(self, time_column: str, not_null: tuple[str, ...],
+                             overrides: dict[str, str]) -> list[Check]:
+        """``no_future_windows`` on `time_column` (derived ``_seconds_in_future``), ``keys_not_null``."""
+        return [self._check("no_future_windows", "ExpectColumnValuesToBeBetween",
+                            {"column": "_seconds_in_future", "max_value": 0},
+                            f"{time_column} is not after the validation time", overrides)] + [
+            self._check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": column},
+                        f"{column} is never null", overrides) for column in not_null]
+
+    def _uniqueness_and_freshness(self, freshness: str, overrides: dict[str, str], source_filter: str = "") -> list[Check]:
+        """The uniqueness of :attr:`unique_key` and the freshness (`freshness`: what must be recent)."""
+        return [
+            self._check(self.unique_check, "ExpectColumnMaxToBeBetween",
+                        {"column": self.duplicates_metric, "max_value": 0},
+                        f"one row per ({', '.join(self.unique_key)}) in the whole table", overrides),
+            self._check("freshness", "ExpectColumnMaxToBeBetween",
+                        {"column": "freshness_lag_seconds", "max_value": self.freshness_lag_seconds},
+                        f"{freshness} within {self.freshness_lag_seconds} s of the latest {self.source_table} "
+                        f"{self.event_time}{source_filter}", overrides),
+        ]
+
 
 @dataclass(frozen=True, kw_only=True)
 class AggregateTable(TableSpec):
@@ -164,25 +185,13 @@ class AggregateTable(TableSpec):
         def check(name: str, expectation: str, kwargs: dict[str, Any], description: str) -> Check:
             return self._check(name, expectation, kwargs, description, overrides)
 
-        checks = self._bound_checks(overrides) + [
-            check("no_future_windows", "ExpectColumnValuesToBeBetween",
-                  {"column": "_seconds_in_future", "max_value": 0}, f"{self.start} is not after the validation time"),
-        ]
-        checks += [check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": key}, f"{key} is never null")
-                   for key in self.keys]
+        checks = self._bound_checks(overrides) + self._time_and_key_checks(self.start, self.keys, overrides)
         checks += [check("event_count_positive", "ExpectColumnValuesToBeBetween", {"column": column, "min_value": 1},
                          f"{column} is at least 1") for column in self.counts]
         checks += [check("values_in_range", "ExpectColumnValuesToBeBetween",
                          {"column": column, "min_value": 0, "max_value": 1e12}, f"{column} is between 0 and 1e12")
                    for column in self.sums]
-        checks += [
-            check(self.unique_check, "ExpectColumnMaxToBeBetween", {"column": self.duplicates_metric, "max_value": 0},
-                  f"one row per ({', '.join(self.unique_key)}) in the whole table"),
-            check("freshness", "ExpectColumnMaxToBeBetween",
-                  {"column": "freshness_lag_seconds", "max_value": self.freshness_lag_seconds},
-                  f"{self._freshness_description()} within {self.freshness_lag_seconds} s of the latest "
-                  f"{self.source_table} {self.event_time}"),
-        ]
+        checks += self._uniqueness_and_freshness(self._freshness_description(), overrides)
         if self.counts:
             checks.append(check(
                 "reconciliation", "ExpectColumnMaxToBeBetween", {"column": self.unreconciled_metric, "max_value": 0},
@@ -315,22 +324,10 @@ class JoinTable(TableSpec):
                       {"column": "_right_values_when_unmatched", "value_set": [0]},
                       f"rows not {self.matched} have no right-side value ({', '.join(self.right_columns)} null)"),
             ]
-        checks += [
-            check("no_future_windows", "ExpectColumnValuesToBeBetween",
-                  {"column": "_seconds_in_future", "max_value": 0},
-                  f"{self.left_time} is not after the validation time"),
-        ]
-        checks += [check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": column}, f"{column} is never null")
-                   for column in (self.left_key, self.matched) if column]
-        checks += [
-            check(self.unique_check, "ExpectColumnMaxToBeBetween", {"column": self.duplicates_metric, "max_value": 0},
-                  f"one row per ({', '.join(self.unique_key)}) in the whole table"),
-            check("freshness", "ExpectColumnMaxToBeBetween",
-                  {"column": "freshness_lag_seconds", "max_value": self.freshness_lag_seconds},
-                  f"latest {self.left_time} within {self.freshness_lag_seconds} s of the latest "
-                  f"{self.source_table} {self.event_time}" + (f" where {self.where}" if self.where else "")),
-        ]
-        return checks
+        not_null = tuple(c for c in (self.left_key, self.matched) if c)
+        checks += self._time_and_key_checks(self.left_time, not_null, overrides)
+        where = f" where {self.where}" if self.where else ""
+        return checks + self._uniqueness_and_freshness(f"latest {self.left_time}", overrides, where)
 
 
 # ------------------------------------------------------------------------------------------ builders
