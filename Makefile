@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench airflow clean
+.PHONY: demo test test-unit lint bench airflow clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
@@ -20,6 +20,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
+test-unit: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
 airflow: $(STAMP)

@@ -21,12 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from include import delta_store  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import QUARANTINE_SCHEMA, Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
-from spark_jobs.runner import _routes, configure_session, run_job  # noqa: E402
+from include.storage import delta as delta_store  # noqa: E402
+from spark_jobs.batch_writer import _routes  # noqa: E402
+from spark_jobs.runner import configure_session, run_job  # noqa: E402
 from spark_jobs.transforms import parse_json, window_aggregate  # noqa: E402
 
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
@@ -39,15 +40,15 @@ def batch_pipeline(spark, settings, registry, landing: Path) -> None:
     parsed = parse_json(raw, bronze_job).toArrow()
     for table, rows, _ in _routes(bronze_job, parsed):
         schema = QUARANTINE_SCHEMA if table == bronze_job.sink.quarantine_table else bronze_job.output_schema
-        delta_store.ensure_table(settings.table_path(table), schema)
-        delta_store.commit_batch(settings.table_path(table), rows, app_id="bench", batch_id=0)
-    bronze = spark.createDataFrame(delta_store.read_table(settings.table_path("bronze/clickstream")))
-    silver = bronze.dropDuplicates(list(silver_job.transform["keys"])).toArrow()
-    delta_store.ensure_table(settings.table_path("silver/clickstream"), silver_job.output_schema)
-    delta_store.commit_batch(settings.table_path("silver/clickstream"), silver, app_id="bench", batch_id=0)
+        delta_store.ensure_table(settings.layout.table(table), schema)
+        delta_store.commit_batch(settings.layout.table(table), rows, app_id="bench", batch_id=0)
+    bronze = spark.createDataFrame(delta_store.read_table(settings.layout.table("bronze/clickstream")))
+    silver = bronze.dropDuplicates(list(silver_job.transform.keys)).toArrow()
+    delta_store.ensure_table(settings.layout.table("silver/clickstream"), silver_job.output_schema)
+    delta_store.commit_batch(settings.layout.table("silver/clickstream"), silver, app_id="bench", batch_id=0)
     gold = window_aggregate(spark.createDataFrame(silver), gold_job).toArrow()
-    delta_store.ensure_table(settings.table_path("gold/user_activity_5m"), gold_job.output_schema)
-    delta_store.commit_batch(settings.table_path("gold/user_activity_5m"), gold, app_id="bench", batch_id=0)
+    delta_store.ensure_table(settings.layout.table("gold/user_activity_5m"), gold_job.output_schema)
+    delta_store.commit_batch(settings.layout.table("gold/user_activity_5m"), gold, app_id="bench", batch_id=0)
 
 
 def main() -> None:
@@ -61,10 +62,10 @@ def main() -> None:
     registry = load_registry(base.registry_path)
     streaming, batch = replace(base, root=work / "streaming"), replace(base, root=work / "batch")
     started = time.perf_counter()
-    landed = write_landing(streaming.landing_dir("clickstream"), "clickstream",
+    landed = write_landing(streaming.layout.landing("landing/clickstream"), "clickstream",
                            GeneratorConfig(events=args.events, seed=1, files=args.files))
     generate_seconds = time.perf_counter() - started
-    shutil.copytree(streaming.landing_dir("clickstream"), batch.landing_dir("clickstream"))
+    shutil.copytree(streaming.layout.landing("landing/clickstream"), batch.layout.landing("landing/clickstream"))
     spark = get_spark(base, app_name="lakehouse-bench")
     spark.range(1000).count()  # warm up the JVM before timing
 
@@ -74,7 +75,7 @@ def main() -> None:
     streaming_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    batch_pipeline(spark, batch, registry, batch.landing_dir("clickstream"))
+    batch_pipeline(spark, batch, registry, batch.layout.landing("landing/clickstream"))
     batch_seconds = time.perf_counter() - started
 
     result = {
@@ -83,8 +84,8 @@ def main() -> None:
         "streaming_backfill_seconds": round(streaming_seconds, 1),
         "batch_seconds": round(batch_seconds, 1),
         "ratio": round(streaming_seconds / batch_seconds, 2),
-        "gold_rows_streaming": delta_store.count_rows(streaming.table_path("gold/user_activity_5m")),
-        "gold_rows_batch": delta_store.count_rows(batch.table_path("gold/user_activity_5m")),
+        "gold_rows_streaming": delta_store.count_rows(streaming.layout.table("gold/user_activity_5m")),
+        "gold_rows_batch": delta_store.count_rows(batch.layout.table("gold/user_activity_5m")),
     }
     print(json.dumps(result, indent=2))
     spark.stop()

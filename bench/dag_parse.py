@@ -21,7 +21,7 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
-    from include.airflow_env import airflow_environment
+    from include.airflow.environment import airflow_environment
     from include.settings import load_settings
 
     os.environ.update(airflow_environment(load_settings()))

@@ -24,10 +24,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from include import delta_store  # noqa: E402
 from include.quality import run_quality  # noqa: E402
 from include.registry import load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
+from include.storage import delta as delta_store  # noqa: E402
 
 START = 1_767_225_600  # 2026-01-01T00:00:00Z
 
@@ -55,15 +55,15 @@ def main() -> None:
         "user_id": users, "event_count": np.ones(n, dtype=np.int64), "total_value": np.ones(n),
     })
     for table, data in (("silver/clickstream", silver), ("gold/user_activity_5m", gold)):
-        delta_store.ensure_table(settings.table_path(table), registry.table_schemas[table])
-        delta_store.commit_batch(settings.table_path(table), data, app_id="bench", batch_id=0)
+        delta_store.ensure_table(settings.layout.table(table), registry.table_schemas[table])
+        delta_store.commit_batch(settings.layout.table(table), data, app_id="bench", batch_id=0)
     started = time.perf_counter()
     report = run_quality(settings, registry, ["gold/user_activity_5m"], full=True)
     seconds = time.perf_counter() - started
     later = START + 300 * args.windows
     extra = gold.slice(0, 10_000).set_column(0, "window_start", pa.array(np.full(10_000, later * 1_000_000), micros))
     extra = extra.set_column(1, "window_end", pa.array(np.full(10_000, (later + 300) * 1_000_000), micros))
-    delta_store.commit_batch(settings.table_path("gold/user_activity_5m"), extra, app_id="bench", batch_id=1)
+    delta_store.commit_batch(settings.layout.table("gold/user_activity_5m"), extra, app_id="bench", batch_id=1)
     started = time.perf_counter()
     incremental = run_quality(settings, registry, ["gold/user_activity_5m"])
     incremental_seconds = time.perf_counter() - started

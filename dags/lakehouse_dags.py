@@ -11,19 +11,15 @@ from datetime import datetime
 
 from airflow.sdk import DAG, AssetAny, Param, task
 
-from include.airflow_support import (
-    QUALITY_DOC,
-    LakehouseSparkSubmitOperator,
-    default_args,
-    job_doc,
-    load,
-    suite_tables,
-    table_asset,
-    validate_tables,
-)
+from include.airflow import load
+from include.airflow.assets import table_asset
+from include.airflow.callbacks import default_args
+from include.airflow.docs import QUALITY_DOC, job_doc
+from include.airflow.operators import LakehouseSparkSubmitOperator
+from include.quality.suites import quality_tables
 
 SETTINGS, REGISTRY = load()
-GOLD_TABLES = suite_tables(REGISTRY)  # the sink tables with quality suites
+GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
 START = datetime(2026, 1, 1)
 
 BACKFILL_DOC = f"""
@@ -34,7 +30,7 @@ landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}),
 
 - **Schedule**: hourly, no catch-up, one active run at a time.
 - **Touches**: the Delta tables under `{SETTINGS.root}` (each is an Airflow Asset updated by the
-  task that writes it) and each job's checkpoint under `{SETTINGS.root / "_checkpoints"}`.
+  task that writes it) and each job's checkpoint under `{SETTINGS.layout.checkpoint("<job>")}`.
 - **Ends with** `quality_check`: the Great Expectations suites of the gold tables it wrote; a blocking
   failure fails the run (the task's "Data quality report" link opens the report).
 - **Manual runs**: set the `jobs` param to run a subset (the others are skipped; jobs downstream of a
@@ -79,6 +75,8 @@ with DAG(
 
     @task(task_id="quality_check", trigger_rule="none_failed", doc_md=QUALITY_DOC)
     def quality_check(params=None) -> str:
+        from include.airflow.tasks import validate_tables
+
         selected = (params or {}).get("jobs") or list(REGISTRY.order)
         written = [REGISTRY.jobs[j].sink.table for j in selected if REGISTRY.jobs[j].sink.table in GOLD_TABLES]
         return validate_tables(written)
@@ -136,29 +134,9 @@ with DAG(
             + job_doc(SETTINGS, REGISTRY, job, str(job.triggers["live"])),
         )
         def supervise(job_id: str = job_id, params=None, run_id=None) -> str:
-            from include import supervision
-            from include.airflow_support import load as load_registry
+            from include.airflow.tasks import supervise
 
-            settings, registry = load_registry()
-            params = params or {}
-            if job_id in params.get("stop", []):
-                stopped = supervision.stop_job(settings, job_id, f"stop requested by lakehouse_live {run_id}",
-                                               wait_seconds=settings.stop_grace_seconds)
-                if not stopped:
-                    raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
-                return "stopped"
-            if job_id in params.get("start", []):
-                from include.lease import LeaseHeld
-
-                try:
-                    supervision.start_job(settings, registry, job_id)
-                except LeaseHeld as running:
-                    return f"already running: {running}"
-                return "started"
-            action = supervision.supervise_job(settings, registry, job_id, run_id=run_id or "")
-            if action == "gave_up":
-                raise RuntimeError(f"{job_id}: too many consecutive restarts; see _ops/logs/{job_id}.log")
-            return action
+            return supervise(job_id, params, run_id or "")
 
         supervise()
 
@@ -172,7 +150,7 @@ one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on 
 
 - **Severity**: blocking expectations fail the task; warnings are recorded only. Every result goes
   to `_ops/dq_results` (table, version range, expectation, success, observed value).
-- **Report**: Data Docs under `{SETTINGS.reports_dir / "data_docs"}`, served in the UI under
+- **Report**: Data Docs under `{SETTINGS.layout.data_docs}`, served in the UI under
   *Browse → Data quality reports* and linked from every task ("Data quality report").
 - **Incremental**: each run validates the Delta versions written since the last validation; set the
   `full` param to validate every row.
@@ -194,6 +172,8 @@ with DAG(
 
         @task(task_id=f"validate_{table.replace('/', '__')}", doc_md=QUALITY_DOC)
         def validate(table: str = table, params=None) -> str:
+            from include.airflow.tasks import validate_tables
+
             return validate_tables([table], full=bool((params or {}).get("full")))
 
         validate()

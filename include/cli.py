@@ -6,32 +6,16 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from datetime import datetime
 
-from include.registry import RegistryError, Trigger, load_registry
+from include.logging_setup import configure_logging
+from include.ops.launch import report_failure
+from include.registry import Trigger, load_registry
 from include.settings import Settings, load_settings
+from spark_jobs.entrypoint import add_run_arguments, positive_int
 
 log = logging.getLogger("lakehouse")
-
-
-def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("py4j", "deltalake", "great_expectations"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -39,13 +23,6 @@ def _fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
-
-
-def _trigger(text: str) -> Trigger:
-    try:
-        return Trigger.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _timestamp(text: str) -> datetime:
@@ -64,9 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="write deterministic test data into landing/<source>/")
     gen.add_argument("--source", required=True)
-    gen.add_argument("--events", type=_positive_int, required=True)
+    gen.add_argument("--events", type=positive_int, required=True)
     gen.add_argument("--seed", type=int, required=True)
-    gen.add_argument("--files", type=_positive_int, default=10)
+    gen.add_argument("--files", type=positive_int, default=10)
     gen.add_argument("--start", type=_timestamp, help="event time of the first event (default 2026-01-01T00:00:00Z)")
     gen.add_argument("--events-per-minute", type=float, default=20.0)
     gen.add_argument("--duplicate-fraction", type=_fraction, default=0.02)
@@ -74,16 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--late-fraction", type=_fraction, default=0.01)
     gen.add_argument("--malformed-fraction", type=_fraction, default=0.01)
 
-    run = sub.add_parser("run", help="run one registry job as a streaming query")
-    run.add_argument("job")
-    run.add_argument("--trigger", type=_trigger, default=None,
-                     help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
-    run.add_argument("--shuffle-partitions", type=_positive_int, default=None)
+    add_run_arguments(sub.add_parser("run", help="run one registry job as a streaming query (as spark-submit "
+                                                 "spark_jobs/submit.py does)"))
 
     demo = sub.add_parser("demo", help="generate data, run every job available-now, print the summary")
-    demo.add_argument("--events", type=_positive_int, default=20000)
+    demo.add_argument("--events", type=positive_int, default=20000)
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--files", type=_positive_int, default=10)
+    demo.add_argument("--files", type=positive_int, default=10)
     demo.add_argument("--direct", action="store_true",
                       help="run the jobs in this process instead of through Airflow's lakehouse_backfill")
 
@@ -105,18 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _install_stop_handler() -> threading.Event:
-    stop = threading.Event()
-
-    def request_stop(signum, _frame):
-        log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    return stop
-
-
 def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
     from include.generator import DEFAULT_START, GeneratorConfig, write_landing
 
@@ -130,39 +92,28 @@ def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
         out_of_order_fraction=args.out_of_order_fraction, late_fraction=args.late_fraction,
         malformed_fraction=args.malformed_fraction,
     )
-    result = write_landing(settings.root / sources[args.source].path, args.source, config)
+    result = write_landing(settings.layout.landing(sources[args.source].path), args.source, config)
     sys.stdout.write(json.dumps(result.summary(), indent=2) + "\n")
     return 0
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from include import lease
-    from include.spark_session import get_spark
-    from spark_jobs.runner import run_job
+    from spark_jobs.entrypoint import run
 
-    registry = load_registry(settings.registry_path)
-    job = registry.job(args.job)
-    trigger = args.trigger or job.triggers["backfill"]
-    if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
-        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
-    stop = _install_stop_handler()
-    spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
-    result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
-                     stop_requested=stop)
-    log.info("job=%s %s (last batch %s)", result.job, result.status, result.last_batch)
-    return 0
+    return run(settings, args)
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from include.generator import GeneratorConfig, write_landing
     from include.summary import summarize
+    from spark_jobs.entrypoint import install_stop_handler
 
     registry = load_registry(settings.registry_path)
-    stop = _install_stop_handler()
+    stop = install_stop_handler()
     landing = {j.source.name: j.source.path for j in registry.jobs.values() if j.source.kind == "landing"}
     for name, path in sorted(landing.items()):
         config = GeneratorConfig(events=args.events, seed=args.seed, files=args.files)
-        write_landing(settings.root / path, name, config)
+        write_landing(settings.layout.landing(path), name, config)
     if args.direct:
         from include.spark_session import get_spark
         from spark_jobs.runner import run_job
@@ -177,9 +128,9 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         sys.stdout.write(run_quality(settings, registry).render() + "\n")
         failed_step = None
     else:
-        from include.airflow_env import airflow_home, run_airflow
+        from include.airflow.environment import airflow_home, run_airflow
 
-        log_file = settings.reports_dir / "demo" / "airflow.log"
+        log_file = settings.layout.demo_log
         sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
         failed_step = next((step for step in (["db", "migrate"], ["dags", "test", "lakehouse_backfill"])
                             if run_airflow(settings, step, log_file) != 0), None)
@@ -192,7 +143,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
-    from include.airflow_env import airflow_command, airflow_environment
+    from include.airflow.environment import airflow_command, airflow_environment
 
     command = airflow_command() + list(args.airflow_args)
     os.execvpe(command[0], command, airflow_environment(settings))
@@ -215,7 +166,7 @@ def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
-    from include.supervision import stop_job
+    from include.ops.processes import stop_job
 
     registry = load_registry(settings.registry_path)
     stopped = stop_job(settings, registry.job(args.job).id, args.reason, wait_seconds=args.wait)
@@ -236,16 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"lakehouse: {exc}\n")
         return 2
-    _configure_logging(settings)
-    from include.lease import LeaseHeld
-    from include.spark_session import JavaError
-
+    configure_logging(settings)
     try:
         return COMMANDS[args.command](settings, args)
-    except (RegistryError, JavaError, LeaseHeld, KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        sys.stderr.write(f"lakehouse {args.command}: {message}\n")
-        return 2
+    except Exception as exc:
+        return report_failure(f"lakehouse {args.command}", exc)
 
 
 if __name__ == "__main__":

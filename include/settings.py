@@ -11,6 +11,7 @@
 | LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
 | LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
+| LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/hooks.py; the tests' fault injection) |
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from include.storage.layout import Layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,27 +44,12 @@ class Settings:
     stop_grace_seconds: float = 120.0
     task_retries: int = 2
     dq_spark_threshold_rows: int = 2_000_000
-
-    def landing_dir(self, source: str) -> Path:
-        return self.root / "landing" / source
-
-    def table_path(self, table: str) -> Path:
-        """`table` is a registry table name such as ``bronze/clickstream`` or ``_ops/alerts``."""
-        return self.root / table
-
-    def checkpoint_dir(self, job_id: str) -> Path:
-        return self.root / "_checkpoints" / job_id
-
-    def ops_table(self, name: str) -> Path:
-        return self.root / "_ops" / name
+    batch_hooks: str = ""
 
     @property
-    def heartbeat_dir(self) -> Path:
-        return self.root / "_ops" / "heartbeats"
-
-    @property
-    def reports_dir(self) -> Path:
-        return self.root / "_reports"
+    def layout(self) -> Layout:
+        """Where everything lives under the root."""
+        return Layout(self.root)
 
 
 def load_settings() -> Settings:
@@ -88,4 +76,5 @@ def load_settings() -> Settings:
         stop_grace_seconds=grace,
         task_retries=int(retries),
         dq_spark_threshold_rows=int(threshold),
+        batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
     )

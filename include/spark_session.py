@@ -74,11 +74,11 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.warehouse.dir", str(settings.root / "_spark_warehouse"))
+        .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from include.delta_source import register
+    from include.storage.delta_source import register
 
     register(spark)
     return spark

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from include import delta_store
-from include.observability import PROGRESS_TABLE
+from include.ops.progress import PROGRESS_TABLE
 from include.registry import Registry
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 
 @dataclass
@@ -53,7 +53,7 @@ class LakehouseSummary:
 
 def latest_state_rows(settings: Settings) -> dict[str, int]:
     """State rows of each job's latest recorded batch."""
-    path = settings.ops_table(PROGRESS_TABLE)
+    path = settings.layout.ops_table(PROGRESS_TABLE)
     if not delta_store.table_exists(path):
         return {}
     progress = delta_store.read_table(path).select(["job", "batch_id", "progress_time", "state_rows_total"])
@@ -67,7 +67,7 @@ def latest_state_rows(settings: Settings) -> dict[str, int]:
 
 def latest_quality(settings: Settings) -> dict[str, tuple[int, list[str]]]:
     """Per table, the checks of its latest validation run and those that failed."""
-    path = settings.ops_table("dq_results")
+    path = settings.layout.ops_table("dq_results")
     if not delta_store.table_exists(path):
         return {}
     rows = delta_store.read_table(path).to_pylist()
@@ -87,7 +87,7 @@ def summarize(settings: Settings, registry: Registry) -> LakehouseSummary:
     tables = []
     reasons: Counter = Counter()
     for table in registry.table_schemas:
-        path = settings.table_path(table)
+        path = settings.layout.table(table)
         exists = delta_store.table_exists(path)
         writer = registry.writer_of(table)
         tables.append(
@@ -104,5 +104,5 @@ def summarize(settings: Settings, registry: Registry) -> LakehouseSummary:
             reasons.update({c["values"]: c["counts"] for c in counts})
     return LakehouseSummary(
         tables=tables, state_rows=latest_state_rows(settings), quarantine_reasons=dict(reasons),
-        quality=latest_quality(settings), docs_index=str(settings.reports_dir / "data_docs" / "index.html"),
+        quality=latest_quality(settings), docs_index=str(settings.layout.data_docs / "index.html"),
     )

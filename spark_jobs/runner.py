@@ -5,22 +5,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
-from include import checkpoints, delta_store, lease, test_hooks
-from include.observability import ProgressRecorder, write_heartbeat
+from include import checkpoints
+from include.ops import lease, stop_requests
+from include.ops.heartbeats import write_heartbeat
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
-from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, build_stream
+from include.storage import delta as delta_store
+from spark_jobs.batch_writer import make_batch_writer
+from spark_jobs.listener import recorder_for
+from spark_jobs.transforms import build_stream
 
 log = logging.getLogger(__name__)
-_RECORDERS: dict[int, ProgressRecorder] = {}
 
 
 class CheckpointConflict(ValueError):
@@ -35,34 +35,25 @@ class RunResult:
     last_batch: int | None
 
 
-def recorder_for(spark: SparkSession) -> ProgressRecorder:
-    """The session's progress listener, added once."""
-    key = id(spark)
-    if key not in _RECORDERS:
-        _RECORDERS[key] = ProgressRecorder()
-        spark.streams.addListener(_RECORDERS[key])
-    return _RECORDERS[key]
-
-
 def ensure_tables(settings: Settings, registry: Registry, job: JobSpec) -> None:
     """Create the job's landing directory, source and sink Delta tables (empty) if they do not exist yet."""
     for source in job.sources:
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
-            (settings.root / source.path).mkdir(parents=True, exist_ok=True)
+            (settings.layout.landing(source.path)).mkdir(parents=True, exist_ok=True)
         else:
-            delta_store.ensure_table(settings.table_path(source.name), registry.table_schemas[source.name])
-    delta_store.ensure_table(settings.table_path(job.sink.table), job.output_schema, job.sink.partition_by)
+            delta_store.ensure_table(settings.layout.table(source.name), registry.table_schemas[source.name])
+    delta_store.ensure_table(settings.layout.table(job.sink.table), job.output_schema, job.sink.partition_by)
     if job.sink.quarantine_table:
-        delta_store.ensure_table(settings.table_path(job.sink.quarantine_table), QUARANTINE_SCHEMA)
+        delta_store.ensure_table(settings.layout.table(job.sink.quarantine_table), QUARANTINE_SCHEMA)
 
 
 def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int | None) -> int:
     """The shuffle partition count for this run; an explicit override may not contradict the checkpoint."""
-    fixed = checkpoints.shuffle_partitions(settings.checkpoint_dir(job.id))
+    fixed = checkpoints.shuffle_partitions(settings.layout.checkpoint(job.id))
     wanted = override or job.state_store.shuffle_partitions
     if fixed is not None and fixed != wanted:
         message = (
-            f"job {job.id!r}: checkpoint {settings.checkpoint_dir(job.id)} has its state in {fixed} shuffle "
+            f"job {job.id!r}: checkpoint {settings.layout.checkpoint(job.id)} has its state in {fixed} shuffle "
             f"partitions; {wanted} cannot take effect without resetting or repartitioning the checkpoint"
         )
         if override is not None:
@@ -70,52 +61,6 @@ def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int |
         log.warning("%s; running with %d", message, fixed)
         return fixed
     return wanted
-
-
-def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function: one exactly-once Delta commit per table per batch."""
-    checkpoint = settings.checkpoint_dir(job.id)
-    sink = job.sink
-
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
-        query_id = checkpoints.query_id(checkpoint)
-        if query_id is None:
-            raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
-        app_id = f"{job.id}:{query_id}"
-        data = batch.toArrow()
-        test_hooks.maybe_kill(job.id, "before_commit", batch_id)
-        for table, rows, mode in _routes(job, data):
-            if rows.num_rows:
-                delta_store.commit_batch(
-                    settings.table_path(table),
-                    rows,
-                    app_id=app_id,
-                    batch_id=batch_id,
-                    mode=mode,
-                    merge_keys=sink.merge_keys if table == sink.table else (),
-                    partition_by=sink.partition_by if table == sink.table else (),
-                )
-        test_hooks.maybe_kill(job.id, "after_commit", batch_id)
-
-    return write_batch
-
-
-def _routes(job: JobSpec, data: pa.Table) -> list[tuple[str, pa.Table, str]]:
-    """Split a batch between the sink table and the quarantine table."""
-    if not job.sink.quarantine_table:
-        return [(job.sink.table, data, job.sink.mode)]
-    bad = pc.is_valid(data[QUARANTINE_REASON])
-    good_rows = data.filter(pc.invert(bad)).select(list(job.output_schema))
-    bad_rows = data.filter(bad)
-    quarantined = pa.table(
-        {
-            "raw_line": bad_rows[RAW_LINE],
-            "_source_file": bad_rows["_source_file"],
-            "reason": bad_rows[QUARANTINE_REASON],
-            "_ingested_at": bad_rows["_ingested_at"],
-        }
-    )
-    return [(job.sink.quarantine_table, quarantined, "append"), (job.sink.table, good_rows, "append")]
 
 
 def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int) -> None:
@@ -147,26 +92,26 @@ def run_job(
     """Run `job_id` until an available-now run drains its input, or until a stop is requested."""
     job = registry.job(job_id)
     stop_requested = stop_requested or threading.Event()
-    held = lease.acquire(settings, job.id)
+    held = lease.acquire(settings, job.id, trigger=str(trigger))
     write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
     try:
         return _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held)
     finally:
         held.release()
-        lease.stop_request_path(settings, job.id).unlink(missing_ok=True)
+        stop_requests.clear(settings, job.id)
 
 
 def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held) -> RunResult:
-    stop_file = lease.stop_request_path(settings, job.id)
-    if stop_file.exists():
-        log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, stop_file.read_text())
-        stop_file.unlink()
+    leftover = stop_requests.pending(settings, job.id)
+    if leftover:
+        log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
+        stop_requests.clear(settings, job.id)
     ensure_tables(settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     configure_session(spark, job, partitions)
     recorder = recorder_for(spark)
     recorder.track(job.id, settings)
-    checkpoint = settings.checkpoint_dir(job.id)
+    checkpoint = settings.layout.checkpoint(job.id)
     writer = (
         build_stream(spark, settings, job)
         .writeStream.queryName(job.id)
@@ -182,8 +127,9 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     status = "finished"
     while query.isActive:
         held.renew()
-        if stop_file.exists():
-            log.info("job=%s: stop requested (%s)", job.id, stop_file.read_text())
+        request = stop_requests.pending(settings, job.id)
+        if request:
+            log.info("job=%s: stop requested (%s)", job.id, request)
             stop_requested.set()
         if stop_requested.is_set():
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)

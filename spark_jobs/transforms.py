@@ -9,25 +9,28 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.registry import JobSpec, SourceSpec, parse_duration
+from include.registry import (
+    COLUMN_TYPES,
+    Deduplicate,
+    JobSpec,
+    ParseJson,
+    SessionAggregate,
+    SourceSpec,
+    StreamJoin,
+    WindowAggregate,
+)
 from include.settings import Settings
 
 QUARANTINE_REASON = "_quarantine_reason"
 RAW_LINE = "raw_line"
 
-SPARK_TYPES = {
-    "string": T.StringType(),
-    "double": T.DoubleType(),
-    "long": T.LongType(),
-    "int": T.IntegerType(),
-    "boolean": T.BooleanType(),
-    "timestamp": T.TimestampType(),
-    "date": T.DateType(),
-}
+def spark_type(name: str) -> T.DataType:
+    """The Spark type of a registry column type (include.registry.columns)."""
+    return getattr(T, COLUMN_TYPES[name].spark)()
 
 
 def spark_schema(columns: dict[str, str]) -> T.StructType:
-    return T.StructType([T.StructField(name, SPARK_TYPES[ctype]) for name, ctype in columns.items()])
+    return T.StructType([T.StructField(name, spark_type(ctype)) for name, ctype in columns.items()])
 
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
@@ -36,11 +39,11 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec) -
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
     if source.kind == "landing":
-        return reader.format("text").load(str(settings.root / source.path))
-    from include.delta_source import FORMAT
+        return reader.format("text").load(str(settings.layout.landing(source.path)))
+    from include.storage.delta_source import FORMAT
 
     return reader.format(FORMAT).schema(spark_schema(source.schema)).option(
-        "path", str(settings.table_path(source.name))
+        "path", str(settings.layout.table(source.name))
     ).load()
 
 
@@ -49,7 +52,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     schema = job.source.schema
     as_text = ("timestamp", "date")
     json_schema = T.StructType(
-        [T.StructField(c, T.StringType() if t in as_text else SPARK_TYPES[t]) for c, t in schema.items()]
+        [T.StructField(c, T.StringType() if t in as_text else spark_type(t)) for c, t in schema.items()]
         + [T.StructField("_corrupt_record", T.StringType())]
     )
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
@@ -86,7 +89,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
 
 
 def deduplicate(stream: DataFrame, job: JobSpec) -> DataFrame:
-    return with_watermark(stream, job.source).dropDuplicatesWithinWatermark(list(job.transform["keys"]))
+    return with_watermark(stream, job.source).dropDuplicatesWithinWatermark(list(job.transform.keys))
 
 
 def with_watermark(stream: DataFrame, source: SourceSpec) -> DataFrame:
@@ -96,30 +99,28 @@ def with_watermark(stream: DataFrame, source: SourceSpec) -> DataFrame:
 def _aggregate(stream: DataFrame, job: JobSpec, window, prefix: str) -> DataFrame:
     """Group the watermarked stream by `window` (a time or session window column) and the keys."""
     spec = job.transform
-    aggregations = []
-    for name, agg in spec["aggregations"].items():
-        fn = agg["fn"]
-        column = F.lit(1) if fn == "count" else F.col(agg["column"])
-        aggregations.append(getattr(F, fn)(column).alias(name))
-    keys = list(spec["keys"])
+    aggregations = [
+        getattr(F, agg.fn)(F.lit(1) if agg.fn == "count" else F.col(agg.column)).alias(agg.name)
+        for agg in spec.aggregations
+    ]
+    keys = list(spec.keys)
     grouped = with_watermark(stream, job.source).groupBy(window.alias("w"), *keys).agg(*aggregations)
     return grouped.select(
-        F.col("w.start").alias(f"{prefix}_start"), F.col("w.end").alias(f"{prefix}_end"), *keys, *spec["aggregations"]
+        F.col("w.start").alias(f"{prefix}_start"), F.col("w.end").alias(f"{prefix}_end"), *keys,
+        *(agg.name for agg in spec.aggregations),
     )
 
 
 def window_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
-    spec = job.transform
-    window_seconds = parse_duration(spec["window"])
-    slide_seconds = parse_duration(spec["slide"]) if spec.get("slide") else window_seconds
-    window = F.window(job.source.event_time, f"{window_seconds} seconds", f"{slide_seconds} seconds")
+    spec: WindowAggregate = job.transform
+    window = F.window(job.source.event_time, f"{spec.window_seconds} seconds", f"{spec.slide_seconds} seconds")
     return _aggregate(stream, job, window, "window")
 
 
 def session_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
     """Session windows: a session closes `gap` after its last event (session_end = last event + gap)."""
-    gap_seconds = parse_duration(job.transform["gap"])
-    return _aggregate(stream, job, F.session_window(job.source.event_time, f"{gap_seconds} seconds"), "session")
+    gap = f"{job.transform.gap_seconds} seconds"
+    return _aggregate(stream, job, F.session_window(job.source.event_time, gap), "session")
 
 
 def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec) -> DataFrame:
@@ -129,39 +130,37 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     time lies in [left time, left time + within]. A left outer join emits an unmatched left row
     (right columns null) once the watermark shows no right row can join it any more.
     """
-    spec, right_source = job.transform, job.right_source
-    if spec.get("where"):
-        left = left.where(spec["where"])
-    right = source_stream(spark, settings, right_source)
-    lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{right_source.event_time}")
-    within = parse_duration(spec["within"])
-    condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec["join_keys"].items()]
-    condition += [rt >= lt, rt <= lt + F.expr(f"INTERVAL {within} SECONDS")]
+    spec: StreamJoin = job.transform
+    if spec.where:
+        left = left.where(spec.where)
+    right = source_stream(spark, settings, spec.right)
+    lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
+    condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
+    condition += [rt >= lt, rt <= lt + F.expr(f"INTERVAL {spec.within_seconds} SECONDS")]
     joined = with_watermark(left, job.source).alias("l").join(
-        with_watermark(right, right_source).alias("r"),
+        with_watermark(right, spec.right).alias("r"),
         on=reduce(operator.and_, condition),
-        how="leftouter" if spec.get("how") == "left_outer" else "inner",
+        how="leftouter" if spec.how == "left_outer" else "inner",
     )
-    columns = [F.col(ref.replace("left.", "l.", 1).replace("right.", "r.", 1)).alias(name)
-               for name, ref in spec["columns"].items()]
-    if spec.get("matched_column"):
-        first_right_key = next(iter(spec["join_keys"].values()))
-        columns.append(F.col(f"r.{first_right_key}").isNotNull().alias(spec["matched_column"]))
+    columns = [F.col(f"{c.side[0]}.{c.column}").alias(c.name) for c in spec.columns]
+    if spec.matched_column:
+        first_right_key = spec.join_keys[0][1]
+        columns.append(F.col(f"r.{first_right_key}").isNotNull().alias(spec.matched_column))
     return joined.select(*columns)
 
 
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec) -> DataFrame:
     """The job's output stream, ready for its sink."""
     stream = source_stream(spark, settings, job.source)
-    kind = job.transform_kind
-    if kind == "parse_json":
-        return parse_json(stream, job)
-    if kind == "deduplicate":
-        return deduplicate(stream, job)
-    if kind == "window_aggregate":
-        return window_aggregate(stream, job)
-    if kind == "session_aggregate":
-        return session_aggregate(stream, job)
-    if kind == "stream_join":
-        return stream_join(spark, settings, stream, job)
-    raise ValueError(f"job {job.id!r}: unknown transform kind {kind!r}")
+    match job.transform:
+        case ParseJson():
+            return parse_json(stream, job)
+        case Deduplicate():
+            return deduplicate(stream, job)
+        case WindowAggregate():
+            return window_aggregate(stream, job)
+        case SessionAggregate():
+            return session_aggregate(stream, job)
+        case StreamJoin():
+            return stream_join(spark, settings, stream, job)
+    raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

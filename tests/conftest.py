@@ -5,14 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from include.registry import load_registry  # noqa: E402
-from include.settings import load_settings  # noqa: E402
+from include.registry import load_registry
+from include.settings import load_settings
 
 
 @pytest.fixture
@@ -28,6 +25,7 @@ def lakehouse_env(settings):
     env["PYSPARK_PYTHON"] = sys.executable
     env["AIRFLOW_HOME"] = str(settings.root.parent / "airflow_home")
     env.pop("LAKEHOUSE_TEST_KILL_AT", None)
+    env.pop("LAKEHOUSE_BATCH_HOOKS", None)
     return env
 
 
@@ -62,12 +60,15 @@ def pytest_configure(config):
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI"):
         os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-airflow-")
-    from include.airflow_env import airflow_environment
+    from include.airflow.environment import airflow_environment
 
     env = airflow_environment(load_settings())
     for key, value in env.items():
         if key.startswith("AIRFLOW"):
             os.environ[key] = value
+    # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
+    # even when the previous test stored one seconds ago (Airflow throttles that to every 30 s).
+    os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +76,7 @@ def airflow_db():
     """An Airflow metadata DB (SQLite) migrated once per test session."""
     import subprocess
 
-    from include.airflow_env import airflow_command
+    from include.airflow.environment import airflow_command
 
     result = subprocess.run(airflow_command() + ["db", "migrate"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -8,11 +8,14 @@ import sys
 
 import pytest
 
-from helpers import REPO, arrival_order, generate, gold_rows
-from include import delta_store, lease
 from include.generator import GeneratorConfig, write_landing
+from include.ops import lease
 from include.quality.suites import quality_tables
-from oracle import expected_gold
+from include.storage import delta as delta_store
+from tests.support.helpers import REPO, arrival_order, generate, gold_rows
+from tests.support.oracle import expected_gold
+
+pytestmark = pytest.mark.airflow
 
 
 def dagbag():
@@ -95,56 +98,76 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert all(t.retries >= 1 for t in backfill.tasks)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, fresh_assets):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     landed = generate(settings, events=1500, seed=51, files=4)
     # the payments of its purchases: without them the join emits nothing and its table is stale
-    write_landing(settings.landing_dir("payments"), "payments", GeneratorConfig(events=1500, seed=51, files=4))
+    write_landing(settings.layout.landing("landing/payments"), "payments", GeneratorConfig(events=1500, seed=51, files=4))
     run = dagbag().dags["lakehouse_backfill"].test()
     assert run.state == DagRunState.SUCCESS
     assert {ti.task_id: ti.state for ti in run.get_task_instances()}["quality_check"] == TaskInstanceState.SUCCESS
     expected = expected_gold(registry, [arrival_order(landed.files)])
     for table, rows in expected.items():
         assert gold_rows(settings, table) == rows, table
-    validated = delta_store.read_table(settings.ops_table("dq_results")).to_pylist()
+    validated = delta_store.read_table(settings.layout.ops_table("dq_results")).to_pylist()
     assert {r["table"] for r in validated} == set(quality_tables(registry)) and all(r["success"] for r in validated)
 
     # data_quality on demand, validating every row again.
     quality = dagbag().dags["data_quality"].test(run_conf={"full": True})
     assert quality.state == DagRunState.SUCCESS
-    assert (settings.reports_dir / "data_docs" / "index.html").exists()
+    assert (settings.layout.data_docs / "index.html").exists()
 
     # A manual run of a subset: only bronze runs, the others are skipped.
     second = generate(settings, events=300, seed=52, files=1)
-    silver_before = delta_store.count_rows(settings.table_path("silver/clickstream"))
+    silver_before = delta_store.count_rows(settings.layout.table("silver/clickstream"))
     subset = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
     assert subset.state == DagRunState.SUCCESS
     states = {ti.task_id: ti.state for ti in subset.get_task_instances()}
     assert states["bronze_clickstream"] == TaskInstanceState.SUCCESS
     assert {states[j] for j in registry.order if j != "bronze_clickstream"} == {TaskInstanceState.SKIPPED}
     assert states["quality_check"] == TaskInstanceState.SUCCESS
-    assert delta_store.count_rows(settings.table_path("silver/clickstream")) == silver_before
+    assert delta_store.count_rows(settings.layout.table("silver/clickstream")) == silver_before
     landed_lines = landed.lines + second.lines
-    assert delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
-        settings.table_path("bronze/clickstream_quarantine")) == landed_lines
+    assert delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine")) == landed_lines
 
 
-def test_refused_second_writer_fails_the_task_and_records_an_alert(settings, fresh_assets, monkeypatch):
-    from airflow.utils.state import DagRunState
+@pytest.mark.spark
+@pytest.mark.slow
+def test_backfill_skips_a_job_that_runs_live(settings, fresh_assets):
+    """Both DAGs at once: a backfill of a job whose lease a live process holds is skipped with the reason."""
+    from airflow.utils.state import DagRunState, TaskInstanceState
 
-    monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
     generate(settings, events=100, seed=53, files=1)
-    held = lease.acquire(settings, "bronze_clickstream")
+    held = lease.acquire(settings, "bronze_clickstream", trigger="processing-time=10 seconds")
     try:
         run = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
     finally:
         held.release()
+    assert run.state == DagRunState.SUCCESS
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["bronze_clickstream"] == TaskInstanceState.SKIPPED
+    assert delta_store.count_rows(settings.layout.table("bronze/clickstream")) == 0
+    assert not delta_store.table_exists(settings.layout.ops_table("alerts"))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_failed_job_fails_the_task_and_records_an_alert(settings, fresh_assets, monkeypatch):
+    from airflow.utils.state import DagRunState
+
+    monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
+    monkeypatch.setenv("LAKEHOUSE_BATCH_HOOKS", "no_such_module:hook")  # the job process exits 2 at start
+    generate(settings, events=100, seed=53, files=1)
+    run = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
     assert run.state == DagRunState.FAILED
-    alerts = delta_store.read_table(settings.ops_table("alerts")).to_pylist()
+    alerts = delta_store.read_table(settings.layout.ops_table("alerts")).to_pylist()
     assert [(a["job"], a["dag_id"], a["task_id"]) for a in alerts] == [
         ("bronze_clickstream", "lakehouse_backfill", "bronze_clickstream")]
-    assert alerts[0]["run_id"] == run.run_id and alerts[0]["reason"]
+    assert alerts[0]["run_id"] == run.run_id and "Error code is: 2" in alerts[0]["reason"]
 
 
 def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_root):
@@ -152,7 +175,7 @@ def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_roo
 
     from fastapi.testclient import TestClient
 
-    docs = settings.reports_dir / "data_docs"
+    docs = settings.layout.data_docs
     docs.mkdir(parents=True)
     (docs / "index.html").write_text("<html>lakehouse data docs</html>")
     path = REPO / "include" / "airflow" / "plugins" / "lakehouse_data_docs.py"

@@ -8,19 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import LAKEHOUSE, REPO, generate, run_cli
-from include import delta_store
-from include.observability import read_heartbeat
+import pytest
 
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+from include.ops.heartbeats import read_heartbeat
+from include.storage import delta as delta_store
+from tests.support.helpers import LAKEHOUSE, REPO, generate, run_cli, wait_for
 
 
 def test_missing_java_gives_one_clear_message(lakehouse_env):
@@ -44,12 +36,14 @@ def test_bad_input_is_named(lakehouse_env):
 def test_generate_command_is_deterministic(settings, lakehouse_env):
     args = ["generate", "--source", "clickstream", "--events", "400", "--seed", "9", "--files", "2"]
     assert run_cli(args, lakehouse_env, timeout=60).returncode == 0
-    files = sorted(settings.landing_dir("clickstream").iterdir())
+    files = sorted(settings.layout.landing("landing/clickstream").iterdir())
     first = [f.read_text() for f in files]
     assert run_cli(args, lakehouse_env, timeout=60).returncode == 0
-    assert [f.read_text() for f in sorted(settings.landing_dir("clickstream").iterdir())] == first
+    assert [f.read_text() for f in sorted(settings.layout.landing("landing/clickstream").iterdir())] == first
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_sigterm_stops_a_live_job_between_batches(settings, lakehouse_env):
     landed = generate(settings, events=1200, seed=41, files=6)
     process = subprocess.Popen(
@@ -68,11 +62,13 @@ def test_sigterm_stops_a_live_job_between_batches(settings, lakehouse_env):
     assert process.returncode == 0, stderr[-3000:]
     assert "stopping at the next batch boundary" in stderr
     assert read_heartbeat(settings, "bronze_clickstream")["status"] == "stopped"
-    total = delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
-        settings.table_path("bronze/clickstream_quarantine"))
+    total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine"))
     assert total == landed.lines
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     landed = generate(settings, events=600, seed=42, files=2)
     spark_submit = Path(sys.executable).parent / "spark-submit"
@@ -82,20 +78,24 @@ def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
         env=lakehouse_env, cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    total = delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
-        settings.table_path("bronze/clickstream_quarantine"))
+    total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine"))
     assert total == landed.lines
 
 
+@pytest.mark.spark
+@pytest.mark.airflow
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings, lakehouse_env):
     result = run_cli(["demo", "--events", "1500", "--files", "3"], lakehouse_env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "running lakehouse_backfill through Airflow" in result.stderr
-    airflow_log = (settings.reports_dir / "demo" / "airflow.log").read_text()
+    airflow_log = (settings.layout.demo_log).read_text()
     assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
     for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
                  "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
-                 "data quality report: " + str(settings.reports_dir / "data_docs" / "index.html")):
+                 "data quality report: " + str(settings.layout.data_docs / "index.html")):
         assert text in result.stdout
-    gold = delta_store.read_table(settings.table_path("gold/user_activity_5m"))
+    gold = delta_store.read_table(settings.layout.table("gold/user_activity_5m"))
     assert gold.num_rows > 0 and min(gold["event_count"].to_pylist()) >= 1

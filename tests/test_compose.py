@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from helpers import REPO
+from tests.support.helpers import REPO
 
 
 def load_compose() -> dict:

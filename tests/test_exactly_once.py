@@ -6,11 +6,15 @@ import signal
 
 import pytest
 
-from helpers import arrival_order, generate, gold_rows, lineage, run_cli
-from include import checkpoints, delta_store
+from include import checkpoints
 from include.registry import Trigger
-from oracle import expected_gold
+from include.storage import delta as delta_store
 from spark_jobs.runner import run_job
+from tests.support.helpers import arrival_order, generate, gold_rows, lineage, run_cli
+from tests.support.kill_hooks import kill_env
+from tests.support.oracle import expected_gold
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 AVAILABLE_NOW = Trigger(available_now=True)
 CASES = [
@@ -31,13 +35,13 @@ def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehou
     for upstream in jobs[:position]:
         run_job(spark, settings, registry, upstream, AVAILABLE_NOW)
 
-    killed = run_cli(["run", job_id], {**lakehouse_env, "LAKEHOUSE_TEST_KILL_AT": f"{job_id}:{point}:{batch}"})
+    killed = run_cli(["run", job_id], {**lakehouse_env, **kill_env(job_id, point, batch)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
 
     job = registry.job(job_id)
-    checkpoint = settings.checkpoint_dir(job_id)
+    checkpoint = settings.layout.checkpoint(job_id)
     app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
-    committed = delta_store.committed_batch(settings.table_path(job.sink.table), app_id)
+    committed = delta_store.committed_batch(settings.layout.table(job.sink.table), app_id)
     spark_committed = checkpoints.latest_committed_batch(checkpoint)
     if point == "before_commit":
         assert (committed or -1) < batch and (spark_committed if spark_committed is not None else -1) < batch
@@ -51,8 +55,8 @@ def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehou
     for downstream in jobs[position + 1 :]:
         run_job(spark, settings, registry, downstream, AVAILABLE_NOW)
 
-    bronze = delta_store.count_rows(settings.table_path("bronze/clickstream"))
-    quarantined = delta_store.count_rows(settings.table_path("bronze/clickstream_quarantine"))
+    bronze = delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+    quarantined = delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))
     assert bronze + quarantined == landed.lines
     expected = expected_gold(registry, [arrival_order(landed.files)])
     for table, rows in expected.items():

@@ -11,13 +11,18 @@ from __future__ import annotations
 import signal
 from datetime import timedelta
 
+import pytest
 from deltalake import DeltaTable
 
-from helpers import generate, run_cli
-from include import checkpoints, delta_store
+from include import checkpoints
 from include.generator import GeneratorConfig, write_landing
-from include.registry import Trigger, parse_duration
+from include.registry import Trigger
+from include.storage import delta as delta_store
 from spark_jobs.runner import run_job
+from tests.support.helpers import generate, run_cli
+from tests.support.kill_hooks import kill_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 AVAILABLE_NOW = Trigger(available_now=True)
 JOBS = ("bronze_clickstream", "silver_clickstream", "bronze_payments", "silver_payments", "gold_order_payments")
@@ -25,11 +30,11 @@ JOBS = ("bronze_clickstream", "silver_clickstream", "bronze_payments", "silver_p
 
 def expected_join(settings, registry):
     """Paid pairs {(order_id, payment_id): (order_time, payment_time, amount)} and unmatched purchases."""
-    within = timedelta(seconds=parse_duration(registry.job("gold_order_payments").transform["within"]))
-    clicks = delta_store.read_table(settings.table_path("silver/clickstream")).to_pylist()
+    within = timedelta(seconds=registry.job("gold_order_payments").transform.within_seconds)
+    clicks = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
     orders = {c["event_id"]: c for c in clicks if c["event_type"] == "purchase"}
     pairs = {}
-    for p in delta_store.read_table(settings.table_path("silver/payments")).to_pylist():
+    for p in delta_store.read_table(settings.layout.table("silver/payments")).to_pylist():
         order = orders.get(p["order_id"])
         if order and order["event_time"] <= p["payment_time"] <= order["event_time"] + within:
             pairs[(order["event_id"], p["payment_id"])] = (order["event_time"], p["payment_time"], p["amount"])
@@ -42,11 +47,11 @@ def land_both(settings, events: int = 3000, seed: int = 31, files: int = 6):
     """Clickstream (no late lines) and the payments of its purchases."""
     generate(settings, events=events, seed=seed, files=files, late_fraction=0.0)
     config = GeneratorConfig(events=events, seed=seed, files=files, late_fraction=0.0)
-    return write_landing(settings.landing_dir("payments"), "payments", config)
+    return write_landing(settings.layout.landing("landing/payments"), "payments", config)
 
 
 def assert_join_is_exact(settings, registry):
-    rows = delta_store.read_table(settings.table_path("gold/order_payments")).to_pylist()
+    rows = delta_store.read_table(settings.layout.table("gold/order_payments")).to_pylist()
     pairs, unmatched, within = expected_join(settings, registry)
     paid = {(r["order_id"], r["payment_id"]): (r["order_time"], r["payment_time"], r["amount"])
             for r in rows if r["paid"]}
@@ -57,7 +62,7 @@ def assert_join_is_exact(settings, registry):
     assert all(r["payment_id"] is None and r["payment_time"] is None and r["amount"] is None for r in unpaid)
     unpaid_orders = {r["order_id"] for r in unpaid}
     assert len(unpaid_orders) == len(unpaid), "an unpaid purchase was emitted twice"
-    watermark_ms = checkpoints.committed_watermark_ms(settings.checkpoint_dir("gold_order_payments"))
+    watermark_ms = checkpoints.committed_watermark_ms(settings.layout.checkpoint("gold_order_payments"))
     decided = {o for o, t in unmatched.items() if (t + within).timestamp() * 1000 < watermark_ms}
     pending = {o for o, t in unmatched.items() if (t + within).timestamp() * 1000 > watermark_ms}
     assert decided and pending, "test data should leave purchases on both sides of the final watermark"
@@ -74,9 +79,9 @@ def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, 
     assert_join_is_exact(settings, registry)
 
     # A rerun without new data commits nothing; a replayed batch would be a no-op too.
-    version = DeltaTable(str(settings.table_path("gold/order_payments"))).version()
+    version = DeltaTable(str(settings.layout.table("gold/order_payments"))).version()
     run_job(spark, settings, registry, "gold_order_payments", AVAILABLE_NOW)
-    assert DeltaTable(str(settings.table_path("gold/order_payments"))).version() == version
+    assert DeltaTable(str(settings.layout.table("gold/order_payments"))).version() == version
 
 
 def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
@@ -84,11 +89,11 @@ def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, reg
     for job_id in JOBS[:-1]:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
     job_id = JOBS[-1]
-    killed = run_cli(["run", job_id], {**lakehouse_env, "LAKEHOUSE_TEST_KILL_AT": f"{job_id}:after_commit:1"})
+    killed = run_cli(["run", job_id], {**lakehouse_env, **kill_env(job_id, "after_commit", 1)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    checkpoint = settings.checkpoint_dir(job_id)
+    checkpoint = settings.layout.checkpoint(job_id)
     app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
-    assert delta_store.committed_batch(settings.table_path("gold/order_payments"), app_id) == 1
+    assert delta_store.committed_batch(settings.layout.table("gold/order_payments"), app_id) == 1
     assert checkpoints.latest_committed_batch(checkpoint) == 0  # Spark never recorded batch 1: it replays
 
     restarted = run_cli(["run", job_id], lakehouse_env)

@@ -9,13 +9,16 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from helpers import arrival_order, generate, gold_rows
-from include import delta_store
-from include.observability import PROGRESS_TABLE, read_heartbeat
+from include.ops.heartbeats import read_heartbeat
+from include.ops.progress import PROGRESS_TABLE
 from include.registry import Trigger, build_registry
+from include.storage import delta as delta_store
 from include.summary import summarize
-from oracle import expected_gold, expected_silver_count
 from spark_jobs.runner import run_job
+from tests.support.helpers import arrival_order, generate, gold_rows
+from tests.support.oracle import expected_gold, expected_silver_count
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 AVAILABLE_NOW = Trigger(available_now=True)
 REASONS = {
@@ -32,7 +35,7 @@ def run_all(spark, settings, registry):
 
 
 def versions(settings, registry):
-    return {t: DeltaTable(str(settings.table_path(t))).version() for t in registry.table_schemas}
+    return {t: DeltaTable(str(settings.layout.table(t))).version() for t in registry.table_schemas}
 
 
 def assert_gold_matches_oracle(settings, registry, drops):
@@ -48,8 +51,8 @@ def test_backfill_incremental_and_idempotent(spark, settings, registry):
     run_all(spark, settings, registry)
 
     # Bronze keeps everything: rows + quarantined lines == lines landed, with the right reasons.
-    bronze = delta_store.count_rows(settings.table_path("bronze/clickstream"))
-    quarantine = delta_store.read_table(settings.table_path("bronze/clickstream_quarantine"))
+    bronze = delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine"))
     assert bronze + quarantine.num_rows == first.lines
     expected_reasons = Counter({REASONS[k]: v for k, v in first.kinds.items() if k in REASONS})
     assert Counter(quarantine["reason"].to_pylist()) == expected_reasons
@@ -57,17 +60,17 @@ def test_backfill_incremental_and_idempotent(spark, settings, registry):
     assert all(quarantine["raw_line"].to_pylist())
 
     drops = [arrival_order(first.files)]
-    assert delta_store.count_rows(settings.table_path("silver/clickstream")) == expected_silver_count(registry, drops)
+    assert delta_store.count_rows(settings.layout.table("silver/clickstream")) == expected_silver_count(registry, drops)
     assert_gold_matches_oracle(settings, registry, drops)
 
-    gold = delta_store.read_table(settings.table_path("gold/user_activity_5m"))
+    gold = delta_store.read_table(settings.layout.table("gold/user_activity_5m"))
     assert gold.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
     assert gold.schema.field("event_count").type == pa.int64()
     assert gold.schema.field("total_value").type == pa.float64()
     assert gold.column_names == ["window_start", "window_end", "user_id", "event_count", "total_value"]
 
     # Observability: one progress row per batch with state metrics, and a heartbeat per job.
-    progress = delta_store.read_table(settings.ops_table(PROGRESS_TABLE)).to_pylist()
+    progress = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()
     gold_progress = [p for p in progress if p["job"] == "gold_user_activity_5m"]
     assert sorted(p["batch_id"] for p in gold_progress) == list(range(len(gold_progress)))
     assert max(p["state_rows_total"] for p in gold_progress) > 0
@@ -84,9 +87,9 @@ def test_backfill_incremental_and_idempotent(spark, settings, registry):
     # A second landing drop: only the new files are read, results equal the oracle over all data.
     second = generate(settings, events=1500, seed=12, files=3, start=_after(first))
     run_all(spark, settings, registry)
-    bronze_files = delta_store.read_table(settings.table_path("bronze/clickstream"))["_source_file"].to_pylist()
+    bronze_files = delta_store.read_table(settings.layout.table("bronze/clickstream"))["_source_file"].to_pylist()
     assert Counter(bronze_files).total() + delta_store.count_rows(
-        settings.table_path("bronze/clickstream_quarantine")) == first.lines + second.lines
+        settings.layout.table("bronze/clickstream_quarantine")) == first.lines + second.lines
     drops.append(arrival_order(second.files))
     assert_gold_matches_oracle(settings, registry, drops)
 

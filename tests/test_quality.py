@@ -10,38 +10,26 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-import pyarrow as pa
 import pytest
 
-from helpers import REPO, generate, problems_of, run_cli
-from include import delta_store
 from include.generator import GeneratorConfig, write_landing
 from include.quality import gx_context, run_quality
-from include.quality.results import RESULTS_TABLE
 from include.quality.suites import quality_tables
 from include.registry import Trigger, build_registry
 from spark_jobs.runner import run_job
+from tests.support.helpers import REPO, generate, problems_of, run_cli
+from tests.support.quality_data import NOW, START, recorded, write, write_checkpoint
 
 GOLD = "gold/user_activity_5m"
 SILVER = "silver/clickstream"
 JOB = "gold_user_activity_5m"
-START = datetime(2026, 1, 1, tzinfo=UTC)
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ALL_CHECKS = {"window_size", "window_aligned", "no_future_windows", "keys_not_null", "event_count_positive",
               "values_in_range", "unique_windows", "freshness", "reconciliation"}
 
 
 # ---------------------------------------------------------------------------------------------- data
-
-
-def write(settings, registry, table: str, rows: list[dict]) -> None:
-    """One append commit of `rows` (a new Delta version)."""
-    path = settings.table_path(table)
-    delta_store.ensure_table(path, registry.table_schemas[table])
-    data = pa.Table.from_pylist(rows, schema=delta_store.arrow_schema(registry.table_schemas[table]))
-    delta_store.commit_batch(path, data, app_id="test", batch_id=delta_store.latest_version(path))
 
 
 def silver_events(minutes: int, offset: timedelta = timedelta(0), tag: str = "") -> list[dict]:
@@ -61,16 +49,6 @@ def windows_of(events: list[dict], watermark: datetime) -> list[dict]:
         cell[1] += e["value"]
     return [{"window_start": s, "window_end": s + timedelta(minutes=5), "user_id": u, "event_count": c,
              "total_value": v} for (s, u), (c, v) in sorted(cells.items()) if s + timedelta(minutes=5) <= watermark]
-
-
-def write_checkpoint(settings, job_id: str, watermark: datetime) -> None:
-    """A committed batch 0 in the job's checkpoint, with this watermark (as Spark writes it)."""
-    checkpoint = settings.checkpoint_dir(job_id)
-    for log in ("offsets", "commits"):
-        (checkpoint / log).mkdir(parents=True, exist_ok=True)
-    offsets = {"batchWatermarkMs": int(watermark.timestamp() * 1000), "batchTimestampMs": 0, "conf": {}}
-    (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(offsets)}\n{{\"version\": 1}}")
-    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
 def make_tables(settings, registry, mutate=None) -> list[dict]:
@@ -97,11 +75,6 @@ def validate(settings, registry, **kwargs):
     return run_quality(settings, registry, [GOLD], now=NOW, **kwargs)
 
 
-def recorded(settings, run_id: str | None = None) -> list[dict]:
-    rows = delta_store.read_table(settings.ops_table(RESULTS_TABLE)).to_pylist()
-    return [r for r in rows if run_id in (None, r["run_id"])]
-
-
 @pytest.fixture
 def synthetic(settings, registry):
     return make_tables(settings, registry)
@@ -110,10 +83,12 @@ def synthetic(settings, registry):
 # ---------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_pipeline_output_passes_and_is_reported(spark, settings, registry):
     config_before = (REPO / "include" / "gx" / "great_expectations.yml").read_bytes()
     generate(settings, events=1500, seed=71, files=3)
-    write_landing(settings.landing_dir("payments"), "payments", GeneratorConfig(events=1500, seed=71, files=3))
+    write_landing(settings.layout.landing("landing/payments"), "payments", GeneratorConfig(events=1500, seed=71, files=3))
     for job_id in registry.order:
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))
     report = run_quality(settings, registry)
@@ -129,8 +104,8 @@ def test_pipeline_output_passes_and_is_reported(spark, settings, registry):
         assert observed["gold_events"] == observed["source_events"] > 0
         assert observed.get("finalized_windows", observed.get("finalized_sessions")) > 0
         assert observed["watermark_source"] == "checkpoint"
-    assert report.docs_index == settings.reports_dir / "data_docs" / "index.html" and report.docs_index.exists()
-    assert list((settings.reports_dir / "data_docs" / "validations").iterdir())
+    assert report.docs_index == settings.layout.data_docs / "index.html" and report.docs_index.exists()
+    assert list((settings.layout.data_docs / "validations").iterdir())
     rows = recorded(settings)
     assert len(rows) == len(report.results) and all(r["success"] for r in rows)
     assert {r["engine"] for r in rows} == {"pandas"}
@@ -244,13 +219,14 @@ def test_incremental_validates_only_new_versions_and_full_everything(settings, r
         len(synthetic) + 1}
 
     # the GE validation store (the report's history) is bounded
-    store = settings.reports_dir / "gx" / "gx" / "validations"
+    store = settings.layout.gx_project / "gx" / "validations"
     assert len(list((store / "gold__user_activity_5m__table").glob("*/*/*.json"))) == 5
     assert gx_context.prune_validations(settings, keep=2) == 3 + 1  # table suite: 5 -> 2, rows suite: 3 -> 2
     assert {s.name: len(list(s.glob("*/*/*.json"))) for s in store.iterdir() if s.is_dir()} == {
         "gold__user_activity_5m__table": 2, "gold__user_activity_5m__rows": 2}
 
 
+@pytest.mark.spark
 def test_spark_engine_above_the_threshold(spark, settings, registry, synthetic):
     validate(settings, registry)
     write(settings, registry, GOLD, [new_window(window_end=START + timedelta(hours=1, minutes=7))])
@@ -264,8 +240,8 @@ def test_cli_exit_codes_and_output(settings, registry, synthetic, lakehouse_env)
     good = run_cli(["quality", "run", GOLD], lakehouse_env, timeout=300)
     assert good.returncode == 0, good.stderr[-3000:]
     assert "outcome: passed" in good.stdout
-    assert f"report: {settings.reports_dir / 'data_docs' / 'index.html'}" in good.stdout
-    assert (settings.reports_dir / "data_docs" / "index.html").exists()
+    assert f"report: {settings.layout.data_docs / 'index.html'}" in good.stdout
+    assert (settings.layout.data_docs / "index.html").exists()
 
     write(settings, registry, GOLD, [new_window(total_value=-5.0)])
     warned = run_cli(["quality", "run"], lakehouse_env, timeout=300)  # a warning does not fail the run

@@ -14,12 +14,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from test_quality import NOW, START, recorded, write, write_checkpoint
 
 from include.quality import run_quality
 from include.quality.suites import JoinTable, SessionTable, quality_tables
 from include.registry import build_registry, load_registry
 from include.settings import load_settings
+from tests.support.quality_data import NOW, START, recorded, write, write_checkpoint
 
 SESSIONS, SESSIONS_JOB = "gold/user_sessions", "gold_user_sessions"
 ORDERS = "gold/order_payments"
@@ -393,6 +393,7 @@ def test_default_freshness_lag_and_severity_overrides(raw):
     assert {c.name: c.severity for c in specs[SESSIONS].checks}["session_bounds"] == "warning"
 
 
+@pytest.mark.spark
 def test_spark_engine_gives_the_same_verdicts(spark, settings, registry):
     for root, make, table, mutate, expected in (
         ("sessions", make_sessions, SESSIONS, _inverted, {"session_bounds"}),

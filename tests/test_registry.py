@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from helpers import problems_of
 from include.registry import RegistryError, Trigger, load_registry, parse_duration
+from tests.support.helpers import problems_of
 
 
 def test_real_registry_loads_in_dependency_order(registry):

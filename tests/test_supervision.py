@@ -1,4 +1,4 @@
-"""Live supervision (include/supervision.py) with real job processes, plus health rules on synthetic progress."""
+"""Live supervision (include/ops) with real job processes, plus health rules on synthetic progress."""
 
 from __future__ import annotations
 
@@ -13,25 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import generate, run_cli
-from include import delta_store, lease, supervision
-from include.observability import PROGRESS_SCHEMA, read_heartbeat, write_heartbeat
+from include.ops import bookkeeping, lease, processes, supervisor
+from include.ops import health as job_health
+from include.ops.heartbeats import read_heartbeat, write_heartbeat
+from include.ops.launch import ExitCode
+from include.ops.progress import PROGRESS_SCHEMA
 from include.registry import build_registry
 from include.settings import load_settings
+from include.storage import delta as delta_store
+from tests.support.helpers import generate, run_cli, wait_for
 
 JOB = "bronze_clickstream"
 LIVE_TRIGGER = "processing-time=5 seconds"
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def registry_variant(path: Path, **supervision_overrides):
@@ -44,7 +37,7 @@ def registry_variant(path: Path, **supervision_overrides):
 
 
 def job_pids(settings) -> list[int]:
-    """Live `lakehouse run <JOB>` driver processes of this test's lakehouse root (found through /proc)."""
+    """Live Python driver processes of <JOB> (spark-submit or `lakehouse run`) of this test's lakehouse root."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -55,7 +48,8 @@ def job_pids(settings) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if (state != "Z" and b"include.cli" in argv and JOB.encode() in argv
+        driver = b"include.cli" in argv or any(a.endswith(b"spark_jobs/submit.py") for a in argv)
+        if (state != "Z" and b"python" in argv[0] and driver and JOB.encode() in argv
                 and f"LAKEHOUSE_ROOT={settings.root}".encode() in environ):
             pids.append(int(entry.name))
     return sorted(pids)
@@ -67,70 +61,74 @@ def live(settings, tmp_path):
     path = tmp_path / "jobs.yaml"
     registry = registry_variant(path)
     live_settings = replace(settings, registry_path=path)
-    launched_before = set(supervision._LAUNCHED)
+    launched_before = set(processes.LAUNCHED)
     yield live_settings, registry
-    ours = {pid: p for pid, p in supervision._LAUNCHED.items() if pid not in launched_before}
+    ours = {pid: p for pid, p in processes.LAUNCHED.items() if pid not in launched_before}
     # Only unreaped children (their pids cannot have been reused) and live processes of this root.
     alive = [pid for pid, process in ours.items() if process.poll() is None]
     for pid in sorted(set(alive + job_pids(live_settings))):
         for signum in (signal.SIGCONT, signal.SIGKILL):
-            supervision._signal_group(pid, signum)
+            processes.signal_group(pid, signum)
     for pid, process in ours.items():
         process.wait(timeout=60)
-        del supervision._LAUNCHED[pid]
+        del processes.LAUNCHED[pid]
 
 
 def landed(settings) -> int:
-    return delta_store.count_rows(settings.table_path("bronze/clickstream")) + delta_store.count_rows(
-        settings.table_path("bronze/clickstream_quarantine"))
+    return delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine"))
 
 
 def alerts(settings) -> list[dict]:
-    return delta_store.read_table(settings.ops_table("alerts")).to_pylist()
+    return delta_store.read_table(settings.layout.ops_table("alerts")).to_pylist()
 
 
 def batch_after(settings, registry, batch_id: int):
     """The job's health once it is healthy with a batch recorded after `batch_id`, else None."""
-    health = supervision.check_job(settings, registry, JOB)
+    health = job_health.check_job(settings, registry, JOB)
     done = health.last_batch_id is not None and health.last_batch_id > batch_id
     return health if done and health.healthy else None
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, monkeypatch):
     """Each JVM start costs seconds, so one job lives through: start, kill -9 + restart, stall + restart."""
     settings, registry = live
     first = generate(settings, events=300, seed=61, files=2)
-    assert supervision.supervise_job(settings, registry, JOB, run_id="r1") == "started"
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r1") == "started"
     wait_for(lambda: landed(settings) == first.lines, 120, "the first files in bronze")
     health = wait_for(lambda: batch_after(settings, registry, -1), 30, "the first batch's progress record")
-    assert health.pid in supervision._LAUNCHED and job_pids(settings) == [health.pid]
-    assert supervision.supervise_job(settings, registry, JOB) == "healthy"
+    group = os.getsid(health.pid)  # the launched spark-submit: driver and JVM in one session
+    assert group in processes.LAUNCHED and job_pids(settings) == [health.pid]
+    assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
 
     # Crash: kill -9 the driver's process group (its JVM included); the kernel releases the lease.
-    os.killpg(health.pid, signal.SIGKILL)
-    supervision._LAUNCHED[health.pid].wait(timeout=30)
+    os.killpg(group, signal.SIGKILL)
+    processes.LAUNCHED[group].wait(timeout=30)
     assert not lease.is_held(settings, JOB)
-    assert supervision.supervise_job(settings, registry, JOB, run_id="r2") == "restarted"
-    restarted = supervision.check_job(settings, registry, JOB)
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r2") == "restarted"
+    restarted = job_health.check_job(settings, registry, JOB)
     assert restarted.running and restarted.pid != health.pid and job_pids(settings) == [restarted.pid]
-    assert supervision.read_state(settings, JOB)["restarts"] == 1
+    assert bookkeeping.read_state(settings, JOB)["restarts"] == 1
 
     second = generate(settings, events=200, seed=62, files=1)
     wait_for(lambda: landed(settings) == first.lines + second.lines, 120, "new files after the restart")
     wait_for(lambda: batch_after(settings, registry, health.last_batch_id), 30, "a recorded batch after the restart")
-    assert supervision.supervise_job(settings, registry, JOB) == "healthy"
-    assert supervision.read_state(settings, JOB)["restarts"] == 0  # a batch after the restart resets the backoff
+    assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
+    assert bookkeeping.read_state(settings, JOB)["restarts"] == 0  # a batch after the restart resets the backoff
 
     # Stall: the process hangs (SIGSTOP: lease held, no heartbeat, SIGTERM ignored) and is replaced.
-    assert "stalled" not in supervision.check_job(settings, registry, JOB).problems
-    assert "stalled" in supervision.check_job(settings, registry, JOB, now=time.time() + 3600).problems
-    os.killpg(restarted.pid, signal.SIGSTOP)
+    assert "stalled" not in job_health.check_job(settings, registry, JOB).problems
+    assert "stalled" in job_health.check_job(settings, registry, JOB, now=time.time() + 3600).problems
+    restarted_group = os.getsid(restarted.pid)
+    os.killpg(restarted_group, signal.SIGSTOP)
     impatient = registry_variant(tmp_path / "impatient.yaml", stall_after_seconds=1)
-    wait_for(lambda: "stalled" in supervision.check_job(settings, impatient, JOB).problems, 30, "a stale heartbeat")
-    monkeypatch.setattr(supervision, "TERM_GRACE_SECONDS", 1.0)
-    assert supervision.supervise_job(settings, impatient, JOB, run_id="r3") == "restarted"
-    assert supervision._LAUNCHED[restarted.pid].wait(timeout=30) == -signal.SIGKILL
-    third = supervision.check_job(settings, registry, JOB)
+    wait_for(lambda: "stalled" in job_health.check_job(settings, impatient, JOB).problems, 30, "a stale heartbeat")
+    monkeypatch.setattr(processes, "TERM_GRACE_SECONDS", 1.0)
+    assert supervisor.supervise_job(settings, impatient, JOB, run_id="r3") == "restarted"
+    assert processes.LAUNCHED[restarted_group].wait(timeout=30) == -signal.SIGKILL
+    third = job_health.check_job(settings, registry, JOB)
     assert third.running and third.pid not in (health.pid, restarted.pid) and job_pids(settings) == [third.pid]
 
     reasons = {(a["run_id"], a["severity"]): a["reason"] for a in alerts(settings)}
@@ -139,6 +137,8 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     assert reasons[("r3", "error")].startswith(f"stalled (pid {restarted.pid})")
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_one_writer_and_stop_on_request(live, lakehouse_env):
     settings, registry = live
     data = generate(settings, events=200, seed=63, files=1)
@@ -149,7 +149,7 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
 
     def supervise() -> None:
         barrier.wait()
-        actions.append(supervision.supervise_job(settings, registry, JOB))
+        actions.append(supervisor.supervise_job(settings, registry, JOB))
 
     threads = [threading.Thread(target=supervise) for _ in range(2)]
     for thread in threads:
@@ -163,31 +163,32 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     # A writer started by hand is refused too, and so is an explicit start.
     env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(settings.registry_path)}
     by_hand = run_cli(["run", JOB, "--trigger", LIVE_TRIGGER], env, timeout=120)
-    assert by_hand.returncode == 2, by_hand.stderr[-2000:]
+    assert by_hand.returncode == ExitCode.REFUSED, by_hand.stderr[-2000:]
     assert "refusing a second writer" in by_hand.stderr and f"pid {owner['pid']}" in by_hand.stderr
     with pytest.raises(lease.LeaseHeld, match=f"pid {owner['pid']}"):
-        supervision.start_job(settings, registry, JOB)
+        processes.start_job(settings, registry, JOB)
     assert job_pids(settings) == [owner["pid"]]
 
     # Stop on request: at a batch boundary, exit 0, lease released, and supervision leaves it stopped.
     wait_for(lambda: landed(settings) == data.lines, 120, "the job to process its input")
-    assert supervision.stop_job(settings, JOB, "maintenance", wait_seconds=120)
+    group = os.getsid(owner["pid"])
+    assert processes.stop_job(settings, JOB, "maintenance", wait_seconds=120)
     assert read_heartbeat(settings, JOB)["status"] == "stopped"
-    assert not lease.is_held(settings, JOB) and not lease.stop_request_path(settings, JOB).exists()
-    assert supervision._LAUNCHED[owner["pid"]].wait(timeout=60) == 0
-    assert supervision.supervise_job(settings, registry, JOB, run_id="r4") == "stopped"
+    assert not lease.is_held(settings, JOB) and not settings.layout.stop_request(JOB).exists()
+    assert processes.LAUNCHED[group].wait(timeout=60) == 0
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "stopped"
     assert not lease.is_held(settings, JOB) and job_pids(settings) == []
     assert any(a["run_id"] == "r4" and "maintenance" in a["reason"] for a in alerts(settings))
 
     # Stopping a job that is not running leaves no request file; an explicit start clears the flag
-    # (here the start itself fails fast, before any JVM: the registry file is missing).
-    assert supervision.stop_job(settings, JOB, "again")
-    assert not lease.stop_request_path(settings, JOB).exists()
-    assert supervision.read_state(settings, JOB)["stopped_by_request"]["reason"] == "again"
+    # (here the start itself fails: the registry file is missing, exit 2 with the reason in the job log).
+    assert processes.stop_job(settings, JOB, "again")
+    assert not settings.layout.stop_request(JOB).exists()
+    assert bookkeeping.read_state(settings, JOB)["stopped_by_request"]["reason"] == "again"
     broken = replace(settings, registry_path=settings.root / "missing.yaml")
     with pytest.raises(RuntimeError, match="registry file not found"):
-        supervision.start_job(broken, registry, JOB)
-    assert "stopped_by_request" not in supervision.read_state(settings, JOB)
+        processes.start_job(broken, registry, JOB)
+    assert "stopped_by_request" not in bookkeeping.read_state(settings, JOB)
 
 
 def test_restart_backoff_and_giving_up(settings, tmp_path):
@@ -195,12 +196,12 @@ def test_restart_backoff_and_giving_up(settings, tmp_path):
     registry = registry_variant(tmp_path / "jobs.yaml", backoff_seconds=600, max_restarts=1)
     settings = replace(settings, registry_path=tmp_path / "jobs.yaml")
     write_heartbeat(settings, JOB, status="running", batch_id=3)
-    supervision._update_state(settings, JOB, restarts=1, next_allowed_at=time.time() + 600)
-    assert supervision.supervise_job(settings, registry, JOB) == "gave_up"
-    supervision._update_state(settings, JOB, restarts=0)
-    assert supervision.supervise_job(settings, registry, JOB) == "backing_off"
+    bookkeeping.update_state(settings, JOB, restarts=1, next_allowed_at=time.time() + 600)
+    assert supervisor.supervise_job(settings, registry, JOB) == "gave_up"
+    bookkeeping.update_state(settings, JOB, restarts=0)
+    assert supervisor.supervise_job(settings, registry, JOB) == "backing_off"
     alert_only = registry_variant(tmp_path / "alert.yaml", on_down="alert")
-    assert supervision.supervise_job(settings, alert_only, JOB) == "alerted"
+    assert supervisor.supervise_job(settings, alert_only, JOB) == "alerted"
     assert [a["severity"] for a in alerts(settings)] == ["error", "warning", "error"]
 
 
@@ -240,9 +241,9 @@ def test_health_problems_from_query_progress(settings, registry, job_id, overrid
     window = registry.job(job_id).supervision.health_window_batches
     older_query = [dict(r, query_id="q0", batch_duration_ms=90_000) for r in progress_rows(job_id, window)]
     rows = older_query + progress_rows(job_id, window, **overrides)
-    delta_store.append_rows(settings.ops_table("query_progress"), PROGRESS_SCHEMA, rows)
+    delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA, rows)
     write_heartbeat(settings, job_id, status="running", query_id="q1", batch_id=window - 1)
-    health = supervision.check_job(settings, registry, job_id)
+    health = job_health.check_job(settings, registry, job_id)
     assert health.problems == expected
     assert not health.running and not health.healthy and health.last_batch_id == window - 1
 
@@ -251,14 +252,14 @@ def test_partial_window_and_replayed_batches(settings, registry):
     job = registry.job("gold_user_activity_5m")
     partial = progress_rows(job.id, job.supervision.health_window_batches - 1, state_rows_total=lambda i: i,
                             state_rows_removed=0, watermark=None)
-    assert supervision.diagnose(job, partial) == []  # growth and watermark need a full window
+    assert job_health.diagnose(job, partial) == []  # growth and watermark need a full window
     warm_up = progress_rows(job.id, 2, batch_duration_ms=60_000)
-    assert supervision.diagnose(job, warm_up) == []  # a median needs 3 batches
-    assert supervision.diagnose(job, warm_up + progress_rows(job.id, 1, batch_duration_ms=60_000)) == ["slow_batches"]
+    assert job_health.diagnose(job, warm_up) == []  # a median needs 3 batches
+    assert job_health.diagnose(job, warm_up + progress_rows(job.id, 1, batch_duration_ms=60_000)) == ["slow_batches"]
     # Batch 2 replayed after a crash: two records, the later one counts.
     replay = progress_rows(job.id, 1, batch_id=2, batch_duration_ms=60_000,
                            progress_time=datetime(2026, 1, 2, tzinfo=UTC))
-    delta_store.append_rows(settings.ops_table("query_progress"), PROGRESS_SCHEMA, progress_rows(job.id, 3) + replay)
-    batches = supervision.recent_batches(settings, job.id, "q1", 10)
+    delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA, progress_rows(job.id, 3) + replay)
+    batches = job_health.recent_batches(settings, job.id, "q1", 10)
     assert [(b["batch_id"], b["batch_duration_ms"]) for b in batches] == [(0, 1000), (1, 1000), (2, 60_000)]
-    assert supervision.recent_batches(settings, job.id, "q1", 2)[0]["batch_id"] == 1
+    assert job_health.recent_batches(settings, job.id, "q1", 2)[0]["batch_id"] == 1

@@ -1,7 +1,7 @@
 """Data quality of the gold tables (windows, sessions, joins): Great Expectations suites derived from
 the job registry.
 
-- :mod:`include.quality.checks`: the expectations by stable name, with their default severity
+- :mod:`include.registry.checks`: the expectations by stable name, with their default severity
   (the one place severities are declared; a job's ``quality.severity`` in the registry overrides).
 - :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry; one
   table spec class per transform kind).
@@ -9,7 +9,7 @@ the job registry.
   builds the Data Docs.
 
 The package imports nothing heavy until ``run_quality`` is used: the registry imports
-:mod:`include.quality.checks` to validate ``quality:`` sections, and DAG parsing must stay light.
+:mod:`include.registry.checks` to validate ``quality:`` sections, and DAG parsing must stay light.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from include import delta_store
 from include.quality.suites import TableSpec
+from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from include.quality.checks import BLOCKING
 from include.quality.suites import Check
+from include.registry.checks import BLOCKING
 from include.settings import PACKAGE_DIR, Settings
 
 log = logging.getLogger(__name__)
@@ -35,13 +35,13 @@ KEEP_VALIDATIONS_PER_SUITE = 50  # older validation results (and their Data Docs
 
 
 def docs_dir(settings: Settings) -> Path:
-    return settings.reports_dir / "data_docs"
+    return settings.layout.data_docs
 
 
 @contextmanager
 def open_context(settings: Settings) -> Iterator[Any]:
     """A GE file context on this lakehouse's copy of the project config, held under an exclusive lock."""
-    project = settings.reports_dir / "gx"
+    project = settings.layout.gx_project
     (project / "gx").mkdir(parents=True, exist_ok=True)
     docs_dir(settings).mkdir(parents=True, exist_ok=True)
     with open(project / ".lock", "w") as lock:
@@ -128,7 +128,7 @@ def _observed(check: Check, result) -> Any:
 def prune_validations(settings: Settings, keep: int = KEEP_VALIDATIONS_PER_SUITE) -> int:
     """Delete all but the newest `keep` validation results per suite; the next Data Docs index build
     drops their pages. Returns how many were deleted."""
-    store = settings.reports_dir / "gx" / "gx" / "validations"
+    store = settings.layout.gx_project / "gx" / "validations"
     pruned = 0
     for suite in (p for p in store.iterdir() if p.is_dir()) if store.is_dir() else ():
         # validations/<suite>/<run_name>/<run_time>/<batch>.json; run_time sorts chronologically

@@ -48,8 +48,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
-from include import delta_store
 from include.quality.suites import SessionTable, WindowedTable
+from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 

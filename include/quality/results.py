@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from include import delta_store
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 RESULTS_TABLE = "dq_results"
 RESULTS_SCHEMA: dict[str, str] = {
@@ -41,7 +41,7 @@ class CheckResult:
 
 def last_validated_version(settings: Settings, table: str) -> int | None:
     """The newest Delta version of `table` recorded as validated, or None."""
-    path = settings.ops_table(RESULTS_TABLE)
+    path = settings.layout.ops_table(RESULTS_TABLE)
     if not delta_store.table_exists(path):
         return None
     recorded = delta_store.read_table(path, columns=["table", "version_to"]).to_pylist()
@@ -53,7 +53,7 @@ def record(settings: Settings, run_id: str, validated_at: datetime, results: Seq
     """Append the results of one table's validation (one Delta commit)."""
     if not results:
         return
-    delta_store.append_rows(settings.ops_table(RESULTS_TABLE), RESULTS_SCHEMA, [
+    delta_store.append_rows(settings.layout.ops_table(RESULTS_TABLE), RESULTS_SCHEMA, [
         {"run_id": run_id, "validated_at": validated_at, "table": r.table, "version_from": r.version_from,
          "version_to": r.version_to, "expectation": r.expectation, "severity": r.severity, "success": r.success,
          "observed_value": r.observed_value, "engine": r.engine, "rows_validated": r.rows_validated}

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from include import delta_store
 from include.quality import frames, gx_context, results
-from include.quality.checks import BLOCKING
 from include.quality.results import CheckResult
 from include.quality.suites import TableSpec, quality_tables
 from include.quality.table_metrics import table_metrics
 from include.registry import Registry
+from include.registry.checks import BLOCKING
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
 def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, run_id: str,
                    validated_at: datetime, now: datetime) -> tuple[list[CheckResult], list[str]]:
     """Run both suites of one table; returns the results and notes for the report."""
-    path = settings.table_path(spec.table)
+    path = settings.layout.table(spec.table)
     if not delta_store.table_exists(path):
         return [], [f"{spec.table}: no Delta table at {path} yet (its job has not run)"]
     latest = delta_store.latest_version(path)

@@ -9,7 +9,7 @@ one table spec class per kind, on a common :class:`TableSpec` base.
 - :class:`JoinTable` (``stream_join``): one row per (left key, right key), the join bound, unmatched
   rows without right values, uniqueness and freshness.
 
-Each :class:`Check` names one expectation of :mod:`include.quality.checks` and how Great Expectations
+Each :class:`Check` names one expectation of :mod:`include.registry.checks` and how Great Expectations
 evaluates it: row checks run on the gold rows plus the derived columns each spec declares in
 :meth:`TableSpec.derived` (evaluated with pandas or Spark by :mod:`include.quality.frames`); table
 checks run on one row of table metrics (:mod:`include.quality.table_metrics`).
@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from include.quality.checks import CHECKS
-from include.registry import JobSpec, Registry, parse_duration
+from include.registry import Deduplicate, JobSpec, Registry, SessionAggregate, StreamJoin, WindowAggregate
+from include.registry.checks import CHECKS
 
 
 @dataclass(frozen=True)
 class Check:
-    name: str  # stable name from include.quality.checks
+    name: str  # stable name from include.registry.checks
     severity: str
     scope: str  # "rows" or "table"
     expectation: str  # a great_expectations.expectations class name
@@ -340,25 +340,24 @@ def _common(job: JobSpec, default_lag: int) -> dict[str, Any]:
 
 
 def _aggregations(job: JobSpec) -> dict[str, Any]:
-    aggregations = job.transform["aggregations"]
-    return {"keys": tuple(job.transform["keys"]),
-            "counts": tuple(n for n, a in aggregations.items() if a["fn"] == "count"),
-            "sums": tuple(n for n, a in aggregations.items() if a["fn"] == "sum")}
+    aggregations = job.transform.aggregations
+    return {"keys": job.transform.keys,
+            "counts": tuple(a.name for a in aggregations if a.fn == "count"),
+            "sums": tuple(a.name for a in aggregations if a.fn == "sum")}
 
 
 def windowed_table(job: JobSpec, registry: Registry | None = None) -> WindowedTable:
     """The spec and checks of a window_aggregate job's sink table (default lag: watermark + slide)."""
-    window = parse_duration(job.transform["window"])
-    slide = parse_duration(job.transform["slide"]) if job.transform.get("slide") else window
-    spec = WindowedTable(**_common(job, job.source.watermark_seconds + slide), **_aggregations(job),
-                         window_seconds=window, slide_seconds=slide)
+    window: WindowAggregate = job.transform
+    spec = WindowedTable(**_common(job, job.source.watermark_seconds + window.slide_seconds), **_aggregations(job),
+                         window_seconds=window.window_seconds, slide_seconds=window.slide_seconds)
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 
 
 def session_table(job: JobSpec, registry: Registry | None = None) -> SessionTable:
     """The spec and checks of a session_aggregate job's sink table (default lag: watermark + gap)."""
-    gap = parse_duration(job.transform["gap"])
+    gap = job.transform.gap_seconds
     spec = SessionTable(**_common(job, job.source.watermark_seconds + gap), **_aggregations(job), gap_seconds=gap)
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
@@ -367,36 +366,32 @@ def session_table(job: JobSpec, registry: Registry | None = None) -> SessionTabl
 def join_table(job: JobSpec, registry: Registry) -> JoinTable:
     """The spec and checks of a stream_join job's sink table (default lag: watermark + within).
 
-    Output columns are found through ``columns`` (output name -> ``left.<c>`` / ``right.<c>``); a side's
-    key is the output column of its table's deduplication key (falling back to the join keys)."""
-    transform, right = job.transform, job.right_source
-    assert right is not None, f"stream_join job {job.id} has no right source"
-    output = {side: {str(ref).partition(".")[2]: name for name, ref in transform["columns"].items()
-                     if str(ref).partition(".")[0] == side} for side in ("left", "right")}
-    join_keys = transform["join_keys"]
+    A side's key is the output column of its table's deduplication key (falling back to the join keys)."""
+    join: StreamJoin = job.transform
+    right = join.right
+    output = {side: join.output_of(side) for side in ("left", "right")}
 
     def key(side: str, table: str, fallback: list[str]) -> str | None:
         writer = registry.writer_of(table)
-        unique = list(writer.transform.get("keys") or []) if writer and writer.transform_kind == "deduplicate" else []
+        unique = list(writer.transform.keys) if writer and isinstance(writer.transform, Deduplicate) else []
         return next((output[side][c] for c in [*unique, *fallback] if c in output[side]), None)
 
-    within = parse_duration(transform["within"])
-    left_key = key("left", job.source.name, list(join_keys))
+    left_key = key("left", job.source.name, [a for a, _ in join.join_keys])
     assert left_key is not None, f"stream_join job {job.id}: no output column identifies the left row"
-    spec = JoinTable(**_common(job, job.source.watermark_seconds + within),
+    spec = JoinTable(**_common(job, job.source.watermark_seconds + join.within_seconds),
                      left_time=output["left"][job.source.event_time], right_time=output["right"][right.event_time],
-                     left_key=left_key, right_key=key("right", right.name, list(join_keys.values())),
-                     matched=transform.get("matched_column"), right_columns=tuple(output["right"].values()),
-                     within_seconds=within, where=transform.get("where"))
+                     left_key=left_key, right_key=key("right", right.name, [b for _, b in join.join_keys]),
+                     matched=join.matched_column, right_columns=tuple(output["right"].values()),
+                     within_seconds=join.within_seconds, where=join.where)
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 
 
 # Transform kind -> suite builder (the registry's QUALITY_KINDS).
 SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
-    "window_aggregate": windowed_table,
-    "session_aggregate": session_table,
-    "stream_join": join_table,
+    WindowAggregate.kind: windowed_table,
+    SessionAggregate.kind: session_table,
+    StreamJoin.kind: join_table,
 }
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from include import checkpoints, delta_store
+from include import checkpoints
 from include.quality.reconciliation import (
     MICROS,
     SourceEvents,
@@ -41,6 +41,7 @@ from include.quality.reconciliation import (
 )
 from include.quality.suites import AggregateTable, JoinTable, SessionTable, TableSpec
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def _micros(column: pa.ChunkedArray) -> pa.Array:
 
 def gold_watermark(settings: Settings, spec: TableSpec, source: SourceEvents) -> tuple[int | None, str]:
     """The gold job's watermark (epoch µs) and where it came from."""
-    committed = checkpoints.committed_watermark_ms(settings.checkpoint_dir(spec.job_id))
+    committed = checkpoints.committed_watermark_ms(settings.layout.checkpoint(spec.job_id))
     if committed is not None:
         return committed * 1000, "checkpoint"
     if source.latest is None:
@@ -81,7 +82,7 @@ def gold_watermark(settings: Settings, spec: TableSpec, source: SourceEvents) ->
 
 def left_source_span(settings: Settings, spec: JoinTable) -> SourceSpan:
     """The event-time span of the join's left source rows that pass its ``where`` filter."""
-    path = settings.table_path(spec.source_table)
+    path = settings.layout.table(spec.source_table)
     described = f"{spec.source_table}" + (f" where {spec.where}" if spec.where else "")
     if not delta_store.table_exists(path):
         return SourceSpan(None, None, described)
@@ -99,14 +100,14 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
     """The metrics row and observed details of the table checks of `spec`'s table at `version`."""
     counts = spec.counts[:1] if isinstance(spec, AggregateTable) else ()
     columns = list(dict.fromkeys([*spec.unique_key, spec.freshness_column, *counts]))
-    gold = delta_store.read_table(settings.table_path(spec.table), version=version, columns=columns)
+    gold = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns)
     distinct = gold.group_by(list(spec.unique_key)).aggregate([]).num_rows if gold.num_rows else 0
     duplicates = gold.num_rows - distinct
 
     source: SourceEvents | None = None
     watermark, watermark_source = None, ""
     if isinstance(spec, AggregateTable):
-        source = read_source_events(settings.table_path(spec.source_table), spec.event_time, spec.source_keys)
+        source = read_source_events(settings.layout.table(spec.source_table), spec.event_time, spec.source_keys)
         span = SourceSpan(source.earliest, source.latest, spec.source_table)
         watermark, watermark_source = gold_watermark(settings, spec, source)
     else:

@@ -19,7 +19,7 @@ INDEX = f"{URL_PREFIX}/index.html"
 
 
 def data_docs_app() -> FastAPI:
-    directory = load_settings().reports_dir / "data_docs"
+    directory = load_settings().layout.data_docs
     directory.mkdir(parents=True, exist_ok=True)
     app = FastAPI(title="Lakehouse Data Docs")
     app.mount("/", StaticFiles(directory=str(directory), html=True), name="data_docs")

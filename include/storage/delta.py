@@ -16,22 +16,20 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from include.registry.columns import COLUMN_TYPES
+
 log = logging.getLogger(__name__)
 
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "double": pa.float64(),
-    "long": pa.int64(),
-    "int": pa.int32(),
-    "boolean": pa.bool_(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "date": pa.date32(),
-}
+def arrow_type(name: str) -> pa.DataType:
+    """The Arrow type of a registry column type (include.registry.columns)."""
+    column_type = COLUMN_TYPES[name]
+    arrow = pa.type_for_alias(column_type.arrow)
+    return pa.timestamp(arrow.unit, tz="UTC") if column_type.utc else arrow
 
 
 def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
     """Arrow schema for a registry schema (column -> type name)."""
-    return pa.schema([pa.field(name, ARROW_TYPES[ctype]) for name, ctype in columns.items()])
+    return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns.items()])
 
 
 def table_exists(path: Path | str) -> bool:

@@ -55,7 +55,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._adds: dict[int, list[dict]] = {}
 
     def _files(self, version: int) -> list[dict]:
-        from include.delta_store import commit_files
+        from include.storage.delta import commit_files
 
         if version not in self._adds:
             self._adds[version] = commit_files(self.path, version)
@@ -68,12 +68,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from include.delta_store import latest_version
+        from include.storage.delta import latest_version
 
         self._target = latest_version(self.path)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        from include.delta_store import latest_version
+        from include.storage.delta import latest_version
 
         end = self._target if self._target is not None else latest_version(self.path)
         version, files = int(start["version"]), 0
@@ -87,7 +87,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"version": version}
 
     def reportLatestOffset(self) -> dict | None:
-        from include.delta_store import latest_version
+        from include.storage.delta import latest_version
 
         return {"version": latest_version(self.path)}
 

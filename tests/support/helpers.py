@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from include import delta_store
 from include.generator import GeneratorConfig, write_landing
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 LAKEHOUSE = [sys.executable, "-m", "include.cli"]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def generate(settings: Settings, **kwargs):
     config = GeneratorConfig(**{"events": 3000, "seed": 11, "files": 6, **kwargs})
-    return write_landing(settings.landing_dir("clickstream"), "clickstream", config)
+    return write_landing(settings.layout.landing("landing/clickstream"), "clickstream", config)
 
 
 def arrival_order(files: list[Path]) -> list[Path]:
@@ -25,7 +26,7 @@ def arrival_order(files: list[Path]) -> list[Path]:
 
 def gold_rows(settings: Settings, table: str, key: str = "user_id") -> dict[tuple, tuple]:
     """{(start, end, key): (event_count, total_value)} of a windowed or session gold table."""
-    rows = delta_store.read_table(settings.table_path(table)).to_pylist()
+    rows = delta_store.read_table(settings.layout.table(table)).to_pylist()
     result = {}
     for r in rows:
         start, end = (r["session_start"], r["session_end"]) if "session_start" in r else (r["window_start"], r["window_end"])
@@ -44,6 +45,18 @@ def lineage(registry, landing_source: str = "clickstream") -> list[str]:
                for s in sources):
             jobs.append(job_id)
     return jobs
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
+    """Poll `condition` until it returns something truthy (returned), or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
 
 
 def run_cli(args: list[str], env: dict, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The job registry: load `jobs.yaml`, validate it, and resolve every job's schemas and dependencies.
+"""Loading and validating `jobs.yaml` into typed specs (:mod:`include.registry.specs`).
 
 Validation collects every problem and raises one :class:`RegistryError` whose lines each name the
 job (or source) and the field that is wrong.
@@ -7,32 +7,40 @@ job (or source) and the field that is wrong.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from include.quality.checks import CHECKS, SEVERITIES
+from include.registry.checks import CHECKS, SEVERITIES
+from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, QUARANTINE_SCHEMA
+from include.registry.durations import Trigger, parse_duration
+from include.registry.graph import declared_tables, dependency_order
+from include.registry.specs import (
+    Aggregation,
+    Deduplicate,
+    JobSpec,
+    JoinColumn,
+    ParseJson,
+    QualitySpec,
+    Registry,
+    SessionAggregate,
+    SinkSpec,
+    SourceSpec,
+    StateStoreSpec,
+    StreamJoin,
+    SupervisionSpec,
+    TransformSpec,
+    WindowAggregate,
+)
 
-COLUMN_TYPES = ("string", "double", "long", "int", "boolean", "timestamp", "date")
-TRANSFORM_KINDS = ("parse_json", "deduplicate", "window_aggregate", "session_aggregate", "stream_join")
-QUALITY_KINDS = ("window_aggregate", "session_aggregate", "stream_join")  # kinds whose sink has a suite
+TRANSFORM_KINDS = tuple(k.kind for k in (ParseJson, Deduplicate, WindowAggregate, SessionAggregate, StreamJoin))
+QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind)  # kinds whose sink has a suite
 JOIN_TYPES = ("inner", "left_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
 STATE_PROVIDERS = ("rocksdb", "hdfs")
 
-QUARANTINE_SCHEMA: dict[str, str] = {
-    "raw_line": "string",
-    "_source_file": "string",
-    "reason": "string",
-    "_ingested_at": "timestamp",
-}
-BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _JOB_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*/[a-z_][a-z0-9_]*$")
 
@@ -44,135 +52,6 @@ class RegistryError(ValueError):
         self.problems = problems
         where = f" in {path}" if path else ""
         super().__init__(f"invalid job registry{where}:\n  - " + "\n  - ".join(problems))
-
-
-def parse_duration(text: Any) -> int:
-    """Seconds in a duration such as ``"10 minutes"``; raises ValueError on anything else."""
-    match = _DURATION.match(str(text)) if isinstance(text, str) else None
-    if not match:
-        raise ValueError(f"bad duration {text!r} (expected e.g. '30 seconds', '10 minutes', '1 hour')")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """`available-now` or `processing-time=<duration>`."""
-
-    available_now: bool
-    interval_seconds: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> Trigger:
-        text = str(text).strip()
-        if text == "available-now":
-            return cls(available_now=True)
-        if text.startswith("processing-time="):
-            seconds = parse_duration(text.split("=", 1)[1])
-            if seconds <= 0:
-                raise ValueError("processing-time interval must be positive")
-            return cls(available_now=False, interval_seconds=seconds)
-        raise ValueError(f"bad trigger {text!r} (expected 'available-now' or 'processing-time=10 seconds')")
-
-    def __str__(self) -> str:
-        return "available-now" if self.available_now else f"processing-time={self.interval_seconds} seconds"
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    kind: str  # "landing" or "delta"
-    name: str  # landing source name, or the upstream table
-    path: str  # relative to LAKEHOUSE_ROOT
-    format: str | None
-    schema: dict[str, str]
-    required: tuple[str, ...]
-    event_time: str | None
-    watermark_seconds: int | None
-    max_files_per_trigger: int | None
-
-
-@dataclass(frozen=True)
-class SinkSpec:
-    table: str
-    mode: str
-    merge_keys: tuple[str, ...] = ()
-    partition_by: tuple[str, ...] = ()
-    quarantine_table: str | None = None
-
-
-@dataclass(frozen=True)
-class StateStoreSpec:
-    provider: str
-    changelog_checkpointing: bool
-    shuffle_partitions: int
-    min_batches_to_retain: int
-
-
-@dataclass(frozen=True)
-class SupervisionSpec:
-    """How `lakehouse_live` treats the job: restart or only alert when down, backoff, health limits."""
-
-    on_down: str = "restart"  # "restart" (with backoff) or "alert"
-    max_restarts: int = 5  # consecutive restarts before giving up (alerting only)
-    backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
-    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals
-    health_window_batches: int = 10  # batches looked at for state growth / watermark progress
-
-
-@dataclass(frozen=True)
-class QualitySpec:
-    """Optional `quality:` section of a window_aggregate job (see include/quality/checks.py)."""
-
-    freshness_lag_seconds: int | None = None  # None: the source watermark + the window slide
-    severity: dict[str, str] = field(default_factory=dict)  # check name -> blocking | warning (overrides)
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    id: str
-    description: str
-    source: SourceSpec
-    transform: dict[str, Any]
-    sink: SinkSpec
-    triggers: dict[str, Trigger]
-    state_store: StateStoreSpec
-    output_schema: dict[str, str]
-    live: bool
-    supervision: SupervisionSpec = SupervisionSpec()
-    quality: QualitySpec = QualitySpec()
-    right_source: SourceSpec | None = None  # the second input of a stream_join
-
-    @property
-    def transform_kind(self) -> str:
-        return self.transform["kind"]
-
-    @property
-    def sources(self) -> list[SourceSpec]:
-        """Every input of the job: its source, and the right side of a join."""
-        return [self.source] + ([self.right_source] if self.right_source else [])
-
-    def tables_written(self) -> list[str]:
-        return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
-
-
-@dataclass(frozen=True)
-class Registry:
-    jobs: dict[str, JobSpec]
-    order: tuple[str, ...]  # dependency order: upstream jobs first
-    table_schemas: dict[str, dict[str, str]]
-
-    def job(self, job_id: str) -> JobSpec:
-        if job_id not in self.jobs:
-            known = ", ".join(self.order)
-            raise KeyError(f"unknown job {job_id!r}; the registry has: {known}")
-        return self.jobs[job_id]
-
-    def upstream(self, job_id: str) -> list[str]:
-        """Jobs whose tables `job_id` reads."""
-        read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
-        return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
-
-    def writer_of(self, table: str) -> JobSpec | None:
-        return next((j for j in self.jobs.values() if table in j.tables_written()), None)
 
 
 def load_registry(path: Path) -> Registry:
@@ -203,13 +82,13 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
 
     writers: dict[str, str] = {}
     for job_id, job in raw_jobs.items():
-        for table in _declared_tables(job):
+        for table in declared_tables(job):
             if table in writers:
                 problems.append(f"job {job_id!r}: sink table {table!r} is already written by job {writers[table]!r}")
             else:
                 writers.setdefault(table, job_id)
 
-    order = _dependency_order(raw_jobs, writers, problems)
+    order = dependency_order(raw_jobs, writers, problems)
     jobs: dict[str, JobSpec] = {}
     table_schemas: dict[str, dict[str, str]] = {}
     for job_id in order:
@@ -219,7 +98,7 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
         if spec is not None:
             jobs[job_id] = spec
         # An invalid job's output schema still lets its downstream jobs be checked.
-        table = _declared_tables(raw_jobs[job_id])
+        table = declared_tables(raw_jobs[job_id])
         if output_schema and table and table[0] not in table_schemas:
             table_schemas[table[0]] = output_schema
         if spec is not None and spec.sink.quarantine_table:
@@ -227,49 +106,6 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     if problems:
         raise RegistryError(problems, path)
     return Registry(jobs=jobs, order=tuple(order), table_schemas=table_schemas)
-
-
-def _declared_tables(job: Any) -> list[str]:
-    sink = job.get("sink") if isinstance(job, dict) else None
-    if not isinstance(sink, dict):
-        return []
-    return [t for t in (sink.get("table"), sink.get("quarantine_table")) if isinstance(t, str)]
-
-
-def _read_tables(job: Any) -> list[str]:
-    """The Delta tables a raw job reads: source.table, and transform.right.table of a join."""
-    if not isinstance(job, dict):
-        return []
-    transform = job.get("transform")
-    sections = [job.get("source"), transform.get("right") if isinstance(transform, dict) else None]
-    return [s["table"] for s in sections if isinstance(s, dict) and isinstance(s.get("table"), str)]
-
-
-def _dependency_order(raw_jobs: dict, writers: dict[str, str], problems: list[str]) -> list[str]:
-    """Topological order of jobs (upstream first); reports cycles."""
-    deps: dict[str, list[str]] = {
-        job_id: [writers[t] for t in _read_tables(job) if t in writers] for job_id, job in raw_jobs.items()
-    }
-
-    order: list[str] = []
-    state: dict[str, str] = {}
-
-    def visit(job_id: str, trail: list[str]) -> None:
-        if state.get(job_id) == "done":
-            return
-        if state.get(job_id) == "visiting":
-            cycle = trail[trail.index(job_id):] + [job_id]
-            problems.append(f"job {job_id!r}: reading its source tables forms a cycle: {' -> '.join(cycle)}")
-            return
-        state[job_id] = "visiting"
-        for upstream in deps[job_id]:
-            visit(upstream, trail + [job_id])
-        state[job_id] = "done"
-        order.append(job_id)
-
-    for job_id in raw_jobs:
-        visit(job_id, [])
-    return order
 
 
 def _validate_sources(raw: Any, problems: list[str]) -> dict[str, dict[str, Any]]:
@@ -365,7 +201,7 @@ def _validate_job(
         id=job_id,
         description=str(job.get("description", "")).strip(),
         source=source,
-        transform=transform,
+        transform=_transform_spec(transform, right),
         sink=sink,
         triggers=triggers,
         state_store=state_store,
@@ -373,9 +209,39 @@ def _validate_job(
         live=bool(job.get("live", True)),
         supervision=supervision,
         quality=quality,
-        right_source=right,
     )
     return spec, output_schema
+
+
+def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
+    """The typed spec of a transform section that validated without problems."""
+    kind = raw["kind"]
+    if kind == ParseJson.kind:
+        return ParseJson()
+    if kind == StreamJoin.kind:
+        assert right is not None
+        columns = tuple(JoinColumn(str(name), *str(ref).split(".", 1)) for name, ref in raw["columns"].items())
+        return StreamJoin(
+            right=right,
+            join_keys=tuple((str(a), str(b)) for a, b in raw["join_keys"].items()),
+            within_seconds=parse_duration(raw["within"]),
+            how=raw.get("how", "inner"),
+            where=raw.get("where"),
+            matched_column=raw.get("matched_column"),
+            columns=columns,
+        )
+    keys = tuple(str(k) for k in raw["keys"])
+    if kind == Deduplicate.kind:
+        return Deduplicate(keys)
+    aggregations = tuple(
+        Aggregation(str(name), agg["fn"], None if agg["fn"] == "count" else agg["column"])
+        for name, agg in raw["aggregations"].items()
+    )
+    if kind == SessionAggregate.kind:
+        return SessionAggregate(parse_duration(raw["gap"]), keys, aggregations)
+    window = parse_duration(raw["window"])
+    slide = parse_duration(raw["slide"]) if raw.get("slide") is not None else window
+    return WindowAggregate(window, slide, keys, aggregations)
 
 
 def _validate_source(where, raw, sources, table_schemas, writers, problems, field="source") -> SourceSpec | None:

@@ -1,6 +1,8 @@
 """At most one writer per checkpoint: a lease with expiry, held by the process running the job.
 
 The lease is `_checkpoints/<job>.lease` (beside the checkpoint, so a checkpoint reset keeps it).
+The owner record also says how the holder runs the job (`trigger`), so a backfill can tell a live
+job from another catch-up run.
 On one host an OS lock (flock) guards it, released by the kernel even on SIGKILL; the JSON body
 (owner pid, host, expiry renewed while the job runs) guards writers on other hosts that share the
 storage, and tells a refused starter who holds it.
@@ -18,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.files import read_json, write_json_atomically
 from include.settings import Settings
+from include.storage.files import read_json
 
 log = logging.getLogger(__name__)
 DEFAULT_TTL_SECONDS = 60.0
@@ -29,20 +31,17 @@ class LeaseHeld(RuntimeError):
     """Another process holds the job's checkpoint lease."""
 
 
-def lease_path(settings: Settings, job_id: str) -> Path:
-    return settings.root / "_checkpoints" / f"{job_id}.lease"
-
-
 def read_lease(settings: Settings, job_id: str) -> dict | None:
-    return read_json(lease_path(settings, job_id))
+    return read_json(settings.layout.lease(job_id))
 
 
 def describe_holder(job_id: str, owner: dict | None) -> str:
     if not owner:
         return f"job {job_id!r} is already running (another process holds its checkpoint lease)"
     expires = datetime.fromtimestamp(owner["expires_at"], UTC).isoformat(timespec="seconds")
+    mode = f" ({owner['trigger']})" if owner.get("trigger") else ""
     return (
-        f"job {job_id!r} is already running: pid {owner['pid']} on {owner['host']} holds its checkpoint "
+        f"job {job_id!r} is already running{mode}: pid {owner['pid']} on {owner['host']} holds its checkpoint "
         f"lease since {owner['acquired_at']} (expires {expires} unless renewed); refusing a second writer"
     )
 
@@ -54,6 +53,7 @@ class Lease:
     fd: int
     ttl_seconds: float
     acquired_at: str
+    trigger: str = ""
     renewed_at: float = 0.0
 
     def renew(self, force: bool = False) -> None:
@@ -67,6 +67,7 @@ class Lease:
             "host": socket.gethostname(),
             "acquired_at": self.acquired_at,
             "expires_at": now + self.ttl_seconds,
+            "trigger": self.trigger,
         }
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps(body).encode(), 0)
@@ -81,9 +82,9 @@ class Lease:
         log.info("job=%s released its checkpoint lease", self.job_id)
 
 
-def acquire(settings: Settings, job_id: str, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> Lease:
-    """Take the job's lease or raise :class:`LeaseHeld` naming the current holder."""
-    path = lease_path(settings, job_id)
+def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float = DEFAULT_TTL_SECONDS) -> Lease:
+    """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder."""
+    path = settings.layout.lease(job_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     for attempt in range(10):  # a probe by is_held() holds a shared lock for microseconds
@@ -100,7 +101,7 @@ def acquire(settings: Settings, job_id: str, ttl_seconds: float = DEFAULT_TTL_SE
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         raise LeaseHeld(describe_holder(job_id, owner))
-    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"))
+    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"), trigger)
     lease.renew(force=True)
     log.info("job=%s acquired its checkpoint lease", job_id)
     return lease
@@ -108,7 +109,7 @@ def acquire(settings: Settings, job_id: str, ttl_seconds: float = DEFAULT_TTL_SE
 
 def is_held(settings: Settings, job_id: str) -> bool:
     """True while a process holds the lease: probes the lock (same host) or the expiry (other hosts)."""
-    path = lease_path(settings, job_id)
+    path = settings.layout.lease(job_id)
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
@@ -122,14 +123,3 @@ def is_held(settings: Settings, job_id: str) -> bool:
         os.close(fd)
     owner = read_lease(settings, job_id)
     return bool(owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time())
-
-
-def stop_request_path(settings: Settings, job_id: str) -> Path:
-    return settings.root / "_ops" / "stop_requests" / f"{job_id}.json"
-
-
-def request_stop(settings: Settings, job_id: str, reason: str) -> Path:
-    """Ask the running job to stop at its next batch boundary."""
-    path = stop_request_path(settings, job_id)
-    write_json_atomically(path, {"job": job_id, "reason": reason, "requested_at": datetime.now(UTC).isoformat()})
-    return path

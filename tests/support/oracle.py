@@ -19,7 +19,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.registry import Registry, parse_duration
+from include.registry import Registry
 
 
 def parse_line(line: str) -> dict | None:
@@ -166,18 +166,16 @@ def expected_gold(registry: Registry, drops: list[list[Path]]) -> dict[str, dict
     stages: dict[str, Stage] = {}
     for job_id in registry.order:
         job = registry.jobs[job_id]
+        spec = job.transform
         if job.transform_kind == "deduplicate":
             stages[job_id] = Deduplicate(job.source.watermark_seconds)
         elif job.transform_kind == "window_aggregate":
-            window = parse_duration(job.transform["window"])
-            slide = parse_duration(job.transform["slide"]) if job.transform.get("slide") else window
             stages[job_id] = WindowAggregate(
-                job.source.watermark_seconds, window, slide, job.sink.mode == "append", job.transform["keys"][0]
+                job.source.watermark_seconds, spec.window_seconds, spec.slide_seconds, job.sink.mode == "append",
+                spec.keys[0],
             )
         elif job.transform_kind == "session_aggregate":
-            stages[job_id] = SessionAggregate(
-                job.source.watermark_seconds, parse_duration(job.transform["gap"]), job.transform["keys"][0]
-            )
+            stages[job_id] = SessionAggregate(job.source.watermark_seconds, spec.gap_seconds, spec.keys[0])
     for files in drops:
         commits: dict[str, list[list[dict]]] = {}
         for job_id in registry.order:

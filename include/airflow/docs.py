@@ -1,0 +1,39 @@
+"""Markdown shown in the Airflow UI for the jobs' tasks and the quality tasks."""
+
+from __future__ import annotations
+
+from include.ops.launch import SPARK_CONN_ID
+from include.registry import JobSpec, Registry
+from include.settings import Settings
+
+
+def job_doc(settings: Settings, registry: Registry, job: JobSpec, trigger: str) -> str:
+    """Markdown shown in the Airflow UI for a job's task."""
+    source = " and ".join(
+        f"landing files `{settings.layout.landing(s.path)}`" if s.kind == "landing" else f"new commits of Delta table `{s.name}`"
+        for s in job.sources
+    )
+    writes = ", ".join(f"`{t}` (`{settings.layout.table(t)}`)" for t in job.tables_written())
+    upstream = ", ".join(registry.upstream(job.id)) or "none"
+    return f"""### `{job.id}`
+
+{job.description}
+
+- **Runs**: `spark-submit spark_jobs/submit.py {job.id} --trigger "{trigger}"` on connection `{SPARK_CONN_ID}`
+- **Reads**: {source} (upstream jobs: {upstream})
+- **Writes**: {writes}, mode `{job.sink.mode}`, each micro-batch committed exactly once
+- **Checkpoint**: `{settings.layout.checkpoint(job.id)}` (state store: {job.state_store.provider})
+
+**Recovering**: a failed run can simply be cleared and rerun: the job resumes from its checkpoint
+and a replayed micro-batch writes nothing twice. If another process holds the job's checkpoint
+lease the run is refused with the holder's pid; stop that writer (`lakehouse stop {job.id}`) first.
+"""
+
+
+QUALITY_DOC = """Validates the gold tables with their Great Expectations suites (derived from the registry).
+Windows and sessions: window size and alignment / session bounds (at least the gap), keys, counts,
+no future rows, uniqueness, freshness, reconciliation with silver. Joins: the join bound of matched
+rows, unmatched rows without right-side values, keys, uniqueness per (left key, right key),
+freshness. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
+recorded in `_ops/alerts`); **warnings** are recorded in `_ops/dq_results` only. The report (Data Docs)
+is one click away: the task's "Data quality report" link, or *Browse → Data quality reports*."""

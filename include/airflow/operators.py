@@ -1,0 +1,48 @@
+"""The spark-submit operator of a registry job: the backfill DAG's half of the one launch path."""
+
+from __future__ import annotations
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from include.ops.launch import SUBMIT_ENTRY, ExitCode, submit_kwargs
+from include.settings import Settings
+
+
+class LakehouseSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of one registry job (`include.ops.launch`), on connection `spark_default`.
+
+    Skipped, with the reason, when a manual run's `jobs` param leaves the job out, and when another
+    process already runs the job (its checkpoint lease is held: typically the live job kept up by
+    `lakehouse_live`, which processes the same input itself). That way the backfill and live DAGs can
+    run at once and both stay green.
+    """
+
+    def __init__(self, *, job_id: str, trigger: str, settings: Settings, **kwargs):
+        super().__init__(application=str(SUBMIT_ENTRY), **submit_kwargs(settings, job_id, trigger), **kwargs)
+        self.job_id = job_id
+        self.lakehouse_settings = settings
+
+    def execute(self, context):
+        from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+        from include.ops import lease
+
+        selected = (context.get("params") or {}).get("jobs") or []
+        if selected and self.job_id not in selected:
+            raise AirflowSkipException(f"{self.job_id} not among the selected jobs {selected}")
+        if lease.is_held(self.lakehouse_settings, self.job_id):
+            raise AirflowSkipException(self._running_elsewhere())
+        try:
+            return super().execute(context)
+        except AirflowException:
+            process = getattr(self._hook, "_submit_sp", None)
+            if process is not None and process.returncode == ExitCode.REFUSED:
+                raise AirflowSkipException(self._running_elsewhere()) from None
+            raise
+
+    def _running_elsewhere(self) -> str:
+        from include.ops import lease
+
+        owner = lease.read_lease(self.lakehouse_settings, self.job_id)
+        return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
+                f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")

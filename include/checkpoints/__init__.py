@@ -1,0 +1,15 @@
+"""Streaming checkpoints: facts read from a checkpoint directory without Spark (:mod:`.reader`)."""
+
+from include.checkpoints.reader import (
+    committed_watermark_ms,
+    latest_committed_batch,
+    latest_offsets_batch,
+    query_id,
+    shuffle_partitions,
+    stored_conf,
+)
+
+__all__ = [
+    "committed_watermark_ms", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
+    "stored_conf",
+]

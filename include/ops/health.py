@@ -1,0 +1,130 @@
+"""Health of a job: is it running (its lease), how fresh is its heartbeat, and what its recent batches
+in `_ops/query_progress` say (slow, falling behind, state growing, watermark stuck)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pyarrow.compute as pc
+
+from include import checkpoints
+from include.ops import lease
+from include.ops.heartbeats import read_heartbeat
+from include.ops.progress import PROGRESS_TABLE
+from include.registry import JobSpec, Registry
+from include.settings import Settings
+from include.storage import delta as delta_store
+
+MIN_BATCHES_FOR_MEDIAN = 3  # slow_batches needs at least this many batches in the window
+
+
+@dataclass
+class Health:
+    """What :func:`check_job` found; `problems` uses the names documented in :func:`check_job`."""
+
+    job: str
+    running: bool
+    pid: int | None = None
+    heartbeat: dict | None = None
+    heartbeat_age_seconds: float | None = None
+    last_batch_id: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return self.running and not self.problems
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    moment = datetime.fromisoformat(str(text))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def recent_batches(settings: Settings, job_id: str, query_id: str | None, limit: int) -> list[dict]:
+    """The last `limit` batches of the query in `_ops/query_progress`, oldest first (replays deduplicated)."""
+    path = settings.layout.ops_table(PROGRESS_TABLE)
+    if query_id is None or limit <= 0 or not delta_store.table_exists(path):
+        return []
+    table = delta_store.read_table(path)
+    table = table.filter(pc.and_(pc.equal(table["job"], job_id), pc.equal(table["query_id"], query_id)))
+    latest: dict[int, dict] = {}
+    for row in sorted(table.to_pylist(), key=lambda r: (r["batch_id"], r["progress_time"] or datetime.min.replace(tzinfo=UTC))):
+        latest[row["batch_id"]] = row  # a batch replayed after a crash: keep its last record
+    return [latest[b] for b in sorted(latest)][-limit:]
+
+
+def diagnose(job: JobSpec, batches: list[dict]) -> list[str]:
+    """Problems in a job's recent progress rows (oldest first, at most one window).
+
+    slow_batches: median batch duration above the live trigger interval (at least 3 batches);
+    falling_behind: mean input rate above mean processing rate over batches with input;
+    state_growing: state rows strictly increasing with none removed (full window);
+    watermark_stuck: input but no watermark advance (full window, stateful transforms only).
+    """
+    problems: list[str] = []
+    if not batches:
+        return problems
+    interval_ms = job.triggers["live"].interval_seconds * 1000
+    durations = [b["batch_duration_ms"] for b in batches if b["batch_duration_ms"] is not None]
+    # A median of fewer batches would flag a run's first (warm-up or backlog) batch.
+    if interval_ms and len(durations) >= MIN_BATCHES_FOR_MEDIAN and statistics.median(durations) > interval_ms:
+        problems.append("slow_batches")
+    with_input = [b for b in batches if b["num_input_rows"]]
+    if with_input:
+        incoming = statistics.mean(b["input_rows_per_second"] or 0.0 for b in with_input)
+        processed = statistics.mean(b["processed_rows_per_second"] or 0.0 for b in with_input)
+        if incoming > processed:
+            problems.append("falling_behind")
+    full = len(batches) >= max(job.supervision.health_window_batches, 2)
+    if full:
+        totals = [b["state_rows_total"] or 0 for b in batches]
+        removed = sum(b["state_rows_removed"] or 0 for b in batches)
+        if removed == 0 and all(a < b for a, b in zip(totals, totals[1:], strict=False)):
+            problems.append("state_growing")
+    if full and job.stateful:
+        # Input in a batch moves the watermark of a later batch, so the last batch's input does not count.
+        fed = any(b["num_input_rows"] for b in batches[:-1])
+        first, last = batches[0]["watermark"], batches[-1]["watermark"]
+        if fed and (last is None or (first is not None and last <= first)):
+            problems.append("watermark_stuck")
+    return problems
+
+
+def check_job(settings: Settings, registry: Registry, job_id: str, now: float | None = None) -> Health:
+    """Is the job running (its lease held by a live process), and what is wrong with it.
+
+    Problems: "stalled" (running, heartbeat older than supervision.stall_after_seconds, 0 meaning
+    6 live trigger intervals), and from the query's last `health_window_batches` batches:
+    "slow_batches", "falling_behind", "state_growing", "watermark_stuck" (see :func:`diagnose`;
+    reported even when the job is not running). `now` (epoch seconds): look as of another time.
+    """
+    job = registry.job(job_id)
+    now = time.time() if now is None else now
+    running = lease.is_held(settings, job_id)
+    owner = lease.read_lease(settings, job_id) if running else None
+    pid = owner.get("pid") if owner else None
+    beat = read_heartbeat(settings, job_id)
+    updated = _epoch(beat.get("updated_at")) if beat else None
+    query_id = (beat or {}).get("query_id") or checkpoints.query_id(settings.layout.checkpoint(job_id))
+    batches = recent_batches(settings, job_id, query_id, job.supervision.health_window_batches)
+    last_batch_id = (beat or {}).get("batch_id")
+    if last_batch_id is None and batches:
+        last_batch_id = batches[-1]["batch_id"]
+    health = Health(
+        job=job_id, running=running, pid=pid, heartbeat=beat,
+        heartbeat_age_seconds=None if updated is None else now - updated, last_batch_id=last_batch_id,
+    )
+    if running:
+        # A heartbeat left by an earlier process says nothing about this one: then count from its start.
+        own_beat = beat is not None and (pid is None or beat.get("pid") == pid)
+        since = updated if own_beat else _epoch((owner or {}).get("acquired_at"))
+        stall_after = job.supervision.stall_after_seconds or 6 * job.triggers["live"].interval_seconds
+        if since is not None and now - since > stall_after:
+            health.problems.append("stalled")
+    health.problems += diagnose(job, batches)
+    return health

@@ -1,0 +1,84 @@
+"""The one way a job is launched: spark-submit of `spark_jobs/submit.py` through the Airflow connection.
+
+Backfills (`LakehouseSparkSubmitOperator`) and live jobs (`include.ops.processes`) both use
+:func:`submit_kwargs` (application, arguments, connection, name, environment) and Airflow's
+`SparkSubmitHook` to build the command, so a cluster set in `spark_default` runs every job.
+
+Exit codes of a job process (spark-submit passes the driver's on):
+0 finished or stopped on request; 1 failed; 2 bad input (unknown job, bad trigger, invalid registry,
+missing Java); 75 refused, another process holds the job's checkpoint lease (try again later).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import IntEnum
+from pathlib import Path
+
+from include.registry import Trigger
+from include.settings import REPO_ROOT, Settings
+
+SPARK_CONN_ID = "spark_default"
+SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    REFUSED = 75  # EX_TEMPFAIL: the checkpoint lease is held by another process
+
+
+def job_environment(settings: Settings) -> dict[str, str]:
+    """What a job process needs beyond the launcher's environment: the lakehouse, the registry, the
+    batch hooks, and this interpreter (which has the project's packages) for the driver and workers."""
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    env = {
+        "LAKEHOUSE_ROOT": str(settings.root),
+        "LAKEHOUSE_REGISTRY": str(settings.registry_path),
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    if settings.batch_hooks:
+        env["LAKEHOUSE_BATCH_HOOKS"] = settings.batch_hooks
+    return env
+
+
+def submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str) -> dict:
+    """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook for one run of a job."""
+    return {
+        "conn_id": SPARK_CONN_ID,
+        "application_args": [job_id, "--trigger", str(trigger)],
+        "name": f"lakehouse-{job_id}",
+        "env_vars": job_environment(settings),
+    }
+
+
+def spark_submit_command(settings: Settings, job_id: str, trigger: Trigger | str) -> list[str]:
+    """The spark-submit command line for the job, built by Airflow's SparkSubmitHook from the connection."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    hook = SparkSubmitHook(**submit_kwargs(settings, job_id, trigger))
+    return hook._build_spark_submit_command(str(SUBMIT_ENTRY))
+
+
+def report_failure(command: str, exc: Exception) -> int:
+    """For a failure a user can fix: write one line naming it to stderr and return its exit code.
+    Anything else is re-raised with its traceback."""
+
+    from include.ops.lease import LeaseHeld
+    from include.registry import RegistryError
+    from include.spark_session import JavaError
+
+    if isinstance(exc, LeaseHeld):
+        code, message = ExitCode.REFUSED, str(exc)
+    elif isinstance(exc, KeyError):
+        code, message = ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)
+    elif isinstance(exc, RegistryError | JavaError | ValueError):
+        code, message = ExitCode.BAD_INPUT, str(exc)
+    else:
+        raise exc
+    sys.stderr.write(f"{command}: {message}\n")
+    return code

@@ -1,0 +1,66 @@
+"""Streaming progress records: one `_ops/query_progress` row per micro-batch (schema and row builder).
+
+The listener that writes them runs inside the job (`spark_jobs.listener`); readers (health, summary)
+use the table name and schema from here without importing pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+PROGRESS_TABLE = "query_progress"
+PROGRESS_SCHEMA: dict[str, str] = {
+    "job": "string",
+    "query_id": "string",
+    "run_id": "string",
+    "batch_id": "long",
+    "progress_time": "timestamp",
+    "num_input_rows": "long",
+    "input_rows_per_second": "double",
+    "processed_rows_per_second": "double",
+    "batch_duration_ms": "long",
+    "trigger_execution_ms": "long",
+    "add_batch_ms": "long",
+    "watermark": "timestamp",
+    "state_rows_total": "long",
+    "state_rows_updated": "long",
+    "state_rows_removed": "long",
+    "state_rows_dropped_by_watermark": "long",
+    "state_memory_used_bytes": "long",
+    "state_operators": "string",
+}
+STATE_METRICS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDroppedByWatermark", "memoryUsedBytes")
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def progress_row(progress) -> dict:
+    """One `_ops/query_progress` row from a StreamingQueryProgress."""
+    operators = [{m: getattr(op, m) for m in STATE_METRICS} | {"operator": op.operatorName} for op in progress.stateOperators]
+    durations = progress.durationMs or {}
+    total = {m: sum(op[m] for op in operators) for m in STATE_METRICS}
+    return {
+        "job": progress.name,
+        "query_id": str(progress.id),
+        "run_id": str(progress.runId),
+        "batch_id": progress.batchId,
+        "progress_time": _timestamp(progress.timestamp),
+        "num_input_rows": progress.numInputRows,
+        "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
+        "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0),
+        "batch_duration_ms": progress.batchDuration,
+        "trigger_execution_ms": durations.get("triggerExecution"),
+        "add_batch_ms": durations.get("addBatch"),
+        "watermark": _timestamp((progress.eventTime or {}).get("watermark")),
+        "state_rows_total": total["numRowsTotal"],
+        "state_rows_updated": total["numRowsUpdated"],
+        "state_rows_removed": total["numRowsRemoved"],
+        "state_rows_dropped_by_watermark": total["numRowsDroppedByWatermark"],
+        "state_memory_used_bytes": total["memoryUsedBytes"],
+        "state_operators": json.dumps(operators),
+    }

@@ -1,0 +1,114 @@
+"""The live supervision policy: the library behind the `lakehouse_live` DAG.
+
+:func:`supervise_job` checks a job (:mod:`include.ops.health`) and acts per its `supervision` policy
+(start, restart with backoff, alert, give up), keeping its bookkeeping in
+:mod:`include.ops.bookkeeping`. Every action other than "healthy" is also a row in `_ops/alerts`.
+
+The one-writer guarantee is the lease the job process takes itself: this module only avoids
+pointless starts and reports a refused one as "refused".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from include.ops import lease
+from include.ops.alerts import record_alert
+from include.ops.bookkeeping import read_state, update_state
+from include.ops.health import check_job
+from include.ops.processes import end_stalled, start_job
+from include.registry import Registry
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "refused", "stopped")
+CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
+
+
+def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: str = "") -> str:
+    """Check the job and act per its supervision policy; returns one of :data:`ACTIONS`.
+
+    healthy; started (was not running: never started, or stopped cleanly); restarted (crashed, or
+    stalled and ended first); backing_off (restart not allowed yet); gave_up (max_restarts
+    consecutive restarts done); alerted (unhealthy, alert-only policy or a problem a restart does
+    not fix); refused (another writer holds the lease); stopped (stopped by request, stays so).
+    """
+    job = registry.job(job_id)
+    policy = job.supervision
+    health = check_job(settings, registry, job_id)
+    state = read_state(settings, job_id)
+
+    def alert(reason: str, severity: str = "error") -> None:
+        record_alert(settings, job_id, reason, dag_id="lakehouse_live", task_id=f"supervise_{job_id}",
+                     run_id=run_id, severity=severity)
+
+    if health.healthy:
+        restarts = int(state.get("restarts", 0))
+        batch_at_restart = state.get("batch_at_restart")
+        if restarts and health.last_batch_id is not None and (
+            batch_at_restart is None or health.last_batch_id > batch_at_restart
+        ):
+            log.info("job=%s healthy at batch %s after a restart: backoff reset", job_id, health.last_batch_id)
+            update_state(settings, job_id, restarts=0, next_allowed_at=None, batch_at_restart=None)
+        return "healthy"
+
+    stop = state.get("stopped_by_request")
+    if stop:
+        if not health.running:
+            alert(f"stopped by request ({stop.get('reason', '')}); not started until started explicitly", "info")
+            return "stopped"
+        alert(f"asked to stop but still running with problems: {', '.join(health.problems)}", "warning")
+        return "alerted"
+
+    status = (health.heartbeat or {}).get("status")
+    if health.running:
+        if "stalled" not in health.problems:
+            alert(f"unhealthy: {', '.join(health.problems)}", "warning")
+            return "alerted"
+        reason = (f"stalled (pid {health.pid}): no heartbeat for {health.heartbeat_age_seconds or 0:.0f}s"
+                  + (f", also {', '.join(p for p in health.problems if p != 'stalled')}"
+                     if len(health.problems) > 1 else ""))
+    elif health.heartbeat is None or status in CLEAN_STATUSES:
+        try:
+            pid = start_job(settings, registry, job_id)
+        except lease.LeaseHeld as refused:
+            alert(f"start refused: {refused}", "info")
+            return "refused"
+        alert(f"not running ({'never started' if status is None else status}); started as pid {pid}", "info")
+        return "started"
+    else:
+        reason = f"not running: crashed (last heartbeat status {status!r}, batch {health.last_batch_id})"
+
+    if policy.on_down != "restart":
+        alert(f"{reason}; policy on_down={policy.on_down}: not restarting")
+        return "alerted"
+    restarts = int(state.get("restarts", 0))
+    if restarts >= policy.max_restarts:
+        alert(f"{reason}; gave up after {restarts} consecutive restarts (max_restarts {policy.max_restarts})")
+        return "gave_up"
+    wait = float(state.get("next_allowed_at", 0)) - time.time()
+    if wait > 0:
+        alert(f"{reason}; restart {restarts + 1} allowed in {wait:.0f}s (backoff)", "warning")
+        return "backing_off"
+    if health.running and not end_stalled(settings, job_id, health.pid):
+        alert(f"{reason}; could not end it (not a process of this host, or it would not die)")
+        return "alerted"
+
+    # Count the attempt before starting, so a job that dies while starting still backs off.
+    restarts += 1
+    update_state(
+        settings, job_id, restarts=restarts,
+        next_allowed_at=time.time() + policy.backoff_seconds * 2 ** (restarts - 1),
+        batch_at_restart=health.last_batch_id if health.last_batch_id is not None else -1,
+    )
+    try:
+        pid = start_job(settings, registry, job_id)
+    except lease.LeaseHeld as refused:
+        update_state(settings, job_id, restarts=restarts - 1 or None,
+                      next_allowed_at=state.get("next_allowed_at"), batch_at_restart=state.get("batch_at_restart"))
+        alert(f"{reason}; restart refused: {refused}", "info")
+        return "refused"
+    alert(f"{reason}; restarted as pid {pid} (consecutive restart {restarts} of at most {policy.max_restarts})")
+    return "restarted"

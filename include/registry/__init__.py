@@ -1,0 +1,40 @@
+"""The job registry: `jobs.yaml` loaded, validated and resolved into typed, frozen specs.
+
+- :mod:`.specs`: the spec types (one per transform kind), `JobSpec`, `Registry`.
+- :mod:`.durations`: durations and triggers.
+- :mod:`.columns`: the column types (declared once) and the fixed bronze/quarantine columns.
+- :mod:`.checks`: the data-quality checks' catalogue (names, default severities), which `quality:`
+  sections are validated against.
+- :mod:`.loading`: loading and validation; every error names the job (or source) and the field.
+- :mod:`.graph`: which tables each job reads and writes, and the dependency order.
+
+Light on purpose: the DAG files import it at parse time.
+"""
+
+from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, QUARANTINE_SCHEMA, ColumnType
+from include.registry.durations import Trigger, parse_duration
+from include.registry.loading import RegistryError, build_registry, load_registry
+from include.registry.specs import (
+    Aggregation,
+    Deduplicate,
+    JobSpec,
+    JoinColumn,
+    ParseJson,
+    QualitySpec,
+    Registry,
+    SessionAggregate,
+    SinkSpec,
+    SourceSpec,
+    StateStoreSpec,
+    StreamJoin,
+    SupervisionSpec,
+    TransformSpec,
+    WindowAggregate,
+)
+
+__all__ = [
+    "BRONZE_EXTRA_COLUMNS", "COLUMN_TYPES", "QUARANTINE_SCHEMA", "Aggregation", "ColumnType", "Deduplicate",
+    "JobSpec", "JoinColumn", "ParseJson", "QualitySpec", "Registry", "RegistryError", "SessionAggregate",
+    "SinkSpec", "SourceSpec", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
+    "WindowAggregate", "build_registry", "load_registry", "parse_duration",
+]

@@ -1,0 +1,40 @@
+"""Column types of the registry, declared once: the name used in jobs.yaml, Spark's type, Arrow's type.
+
+Spark and Arrow types are named here as strings (a `pyspark.sql.types` class, a `pyarrow` type alias)
+so the registry stays importable without either library; `spark_jobs` and the storage layer
+instantiate them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    name: str  # as written in jobs.yaml
+    spark: str  # pyspark.sql.types class name
+    arrow: str  # pyarrow.type_for_alias name
+    utc: bool = False  # a timestamp: Arrow's carries the UTC zone (Spark's session time zone is UTC)
+
+
+COLUMN_TYPES: dict[str, ColumnType] = {
+    t.name: t
+    for t in (
+        ColumnType("string", "StringType", "string"),
+        ColumnType("double", "DoubleType", "double"),
+        ColumnType("long", "LongType", "int64"),
+        ColumnType("int", "IntegerType", "int32"),
+        ColumnType("boolean", "BooleanType", "bool"),
+        ColumnType("timestamp", "TimestampType", "timestamp[us]", utc=True),
+        ColumnType("date", "DateType", "date32"),
+    )
+}
+
+QUARANTINE_SCHEMA: dict[str, str] = {
+    "raw_line": "string",
+    "_source_file": "string",
+    "reason": "string",
+    "_ingested_at": "timestamp",
+}
+BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}

@@ -1,0 +1,41 @@
+"""Durations ("10 minutes") and triggers ("available-now", "processing-time=10 seconds") of the registry."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def parse_duration(text: Any) -> int:
+    """Seconds in a duration such as ``"10 minutes"``; raises ValueError on anything else."""
+    match = _DURATION.match(str(text)) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(f"bad duration {text!r} (expected e.g. '30 seconds', '10 minutes', '1 hour')")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """`available-now` or `processing-time=<duration>`."""
+
+    available_now: bool
+    interval_seconds: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Trigger:
+        text = str(text).strip()
+        if text == "available-now":
+            return cls(available_now=True)
+        if text.startswith("processing-time="):
+            seconds = parse_duration(text.split("=", 1)[1])
+            if seconds <= 0:
+                raise ValueError("processing-time interval must be positive")
+            return cls(available_now=False, interval_seconds=seconds)
+        raise ValueError(f"bad trigger {text!r} (expected 'available-now' or 'processing-time=10 seconds')")
+
+    def __str__(self) -> str:
+        return "available-now" if self.available_now else f"processing-time={self.interval_seconds} seconds"

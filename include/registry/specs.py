@@ -1,0 +1,191 @@
+"""The typed, frozen specs the registry builds once from jobs.yaml and everything else reads.
+
+One spec class per transform kind (as Apache Spark's declarative pipelines have one per flow):
+the job builder (`spark_jobs`), the quality suites and the DAGs read these fields and never parse
+the YAML again. Durations are whole seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from include.registry.durations import Trigger
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: str  # "landing" or "delta"
+    name: str  # landing source name, or the upstream table
+    path: str  # relative to LAKEHOUSE_ROOT
+    format: str | None
+    schema: dict[str, str]
+    required: tuple[str, ...]
+    event_time: str | None
+    watermark_seconds: int | None
+    max_files_per_trigger: int | None
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    name: str  # output column
+    fn: str  # count, sum, min, max, avg
+    column: str | None  # input column (None: count rows)
+
+
+@dataclass(frozen=True)
+class ParseJson:
+    """Landing JSON lines to typed rows; unparseable lines to the quarantine table."""
+
+    kind: ClassVar[str] = "parse_json"
+
+
+@dataclass(frozen=True)
+class Deduplicate:
+    """Drop rows whose keys were seen within the watermark."""
+
+    keys: tuple[str, ...]
+    kind: ClassVar[str] = "deduplicate"
+
+
+@dataclass(frozen=True)
+class WindowAggregate:
+    """Tumbling (slide == window) or sliding event-time windows per key."""
+
+    window_seconds: int
+    slide_seconds: int
+    keys: tuple[str, ...]
+    aggregations: tuple[Aggregation, ...]
+    kind: ClassVar[str] = "window_aggregate"
+
+
+@dataclass(frozen=True)
+class SessionAggregate:
+    """Session windows per key, closed `gap_seconds` after their last event."""
+
+    gap_seconds: int
+    keys: tuple[str, ...]
+    aggregations: tuple[Aggregation, ...]
+    kind: ClassVar[str] = "session_aggregate"
+
+
+@dataclass(frozen=True)
+class JoinColumn:
+    name: str  # output column
+    side: str  # "left" or "right"
+    column: str  # column of that side
+
+
+@dataclass(frozen=True)
+class StreamJoin:
+    """Stream-stream join of the job's source (left) with `right`: right time in [left, left + within]."""
+
+    right: SourceSpec
+    join_keys: tuple[tuple[str, str], ...]  # (left column, right column)
+    within_seconds: int
+    how: str  # "inner" or "left_outer"
+    where: str | None  # SQL filter on the left side
+    matched_column: str | None  # boolean output column: a right row joined
+    columns: tuple[JoinColumn, ...]
+    kind: ClassVar[str] = "stream_join"
+
+    def output_of(self, side: str) -> dict[str, str]:
+        """{input column of `side`: output column}."""
+        return {c.column: c.name for c in self.columns if c.side == side}
+
+
+TransformSpec = ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin
+AGGREGATE_KINDS = (WindowAggregate, SessionAggregate)
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    table: str
+    mode: str
+    merge_keys: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    quarantine_table: str | None = None
+
+
+@dataclass(frozen=True)
+class StateStoreSpec:
+    provider: str
+    changelog_checkpointing: bool
+    shuffle_partitions: int
+    min_batches_to_retain: int
+
+
+@dataclass(frozen=True)
+class SupervisionSpec:
+    """How `lakehouse_live` treats the job: restart or only alert when down, backoff, health limits."""
+
+    on_down: str = "restart"  # "restart" (with backoff) or "alert"
+    max_restarts: int = 5  # consecutive restarts before giving up (alerting only)
+    backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
+    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals
+    health_window_batches: int = 10  # batches looked at for state growth / watermark progress
+
+
+@dataclass(frozen=True)
+class QualitySpec:
+    """Optional `quality:` section of a job with a suite (see include/registry/checks.py)."""
+
+    freshness_lag_seconds: int | None = None  # None: the source watermark + the window slide
+    severity: dict[str, str] = field(default_factory=dict)  # check name -> blocking | warning (overrides)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    id: str
+    description: str
+    source: SourceSpec
+    transform: TransformSpec
+    sink: SinkSpec
+    triggers: dict[str, Trigger]
+    state_store: StateStoreSpec
+    output_schema: dict[str, str]
+    live: bool
+    supervision: SupervisionSpec = SupervisionSpec()
+    quality: QualitySpec = QualitySpec()
+
+    @property
+    def transform_kind(self) -> str:
+        return self.transform.kind
+
+    @property
+    def right_source(self) -> SourceSpec | None:
+        """The second input of a stream_join."""
+        return self.transform.right if isinstance(self.transform, StreamJoin) else None
+
+    @property
+    def sources(self) -> list[SourceSpec]:
+        """Every input of the job: its source, and the right side of a join."""
+        return [self.source] + ([self.right_source] if self.right_source else [])
+
+    @property
+    def stateful(self) -> bool:
+        return not isinstance(self.transform, ParseJson)
+
+    def tables_written(self) -> list[str]:
+        return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
+
+
+@dataclass(frozen=True)
+class Registry:
+    jobs: dict[str, JobSpec]
+    order: tuple[str, ...]  # dependency order: upstream jobs first
+    table_schemas: dict[str, dict[str, str]]
+
+    def job(self, job_id: str) -> JobSpec:
+        if job_id not in self.jobs:
+            known = ", ".join(self.order)
+            raise KeyError(f"unknown job {job_id!r}; the registry has: {known}")
+        return self.jobs[job_id]
+
+    def upstream(self, job_id: str) -> list[str]:
+        """Jobs whose tables `job_id` reads."""
+        read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
+        return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
+
+    def writer_of(self, table: str) -> JobSpec | None:
+        return next((j for j in self.jobs.values() if table in j.tables_written()), None)

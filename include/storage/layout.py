@@ -1,0 +1,74 @@
+"""Where everything lives under `LAKEHOUSE_ROOT`: the one place these paths are built.
+
+    landing/<source>/             landing files (the registry's source `path`)
+    <layer>/<table>/              Delta tables (registry table names such as `bronze/clickstream`)
+    _checkpoints/<job>/           a job's Structured Streaming checkpoint
+    _checkpoints/<job>.lease      its one-writer lease (beside the checkpoint: a reset keeps it)
+    _ops/<table>/                 operational Delta tables (query_progress, alerts, dq_results)
+    _ops/heartbeats/<job>.json    a running job's heartbeat
+    _ops/stop_requests/<job>.json a request to stop at the next batch boundary
+    _ops/supervisor/<job>.json    the live supervisor's bookkeeping
+    _ops/logs/<job>.log           the output of a live job started by the supervisor
+    _reports/data_docs/           Great Expectations Data Docs
+    _reports/gx/                  the GE project the quality runs use
+    _reports/demo/                `lakehouse demo`'s Airflow log
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    def landing(self, source_path: str) -> Path:
+        """A landing source's directory; `source_path` is the registry's (relative to the root)."""
+        return self.root / source_path
+
+    def table(self, name: str) -> Path:
+        """A Delta table by registry name (``bronze/clickstream``, ``_ops/alerts``)."""
+        return self.root / name
+
+    def checkpoint(self, job_id: str) -> Path:
+        return self.root / "_checkpoints" / job_id
+
+    def lease(self, job_id: str) -> Path:
+        return self.root / "_checkpoints" / f"{job_id}.lease"
+
+    def ops_table(self, name: str) -> Path:
+        return self.root / "_ops" / name
+
+    def heartbeat(self, job_id: str) -> Path:
+        return self.root / "_ops" / "heartbeats" / f"{job_id}.json"
+
+    def stop_request(self, job_id: str) -> Path:
+        return self.root / "_ops" / "stop_requests" / f"{job_id}.json"
+
+    def supervisor_state(self, job_id: str) -> Path:
+        return self.root / "_ops" / "supervisor" / f"{job_id}.json"
+
+    def job_log(self, job_id: str) -> Path:
+        return self.root / "_ops" / "logs" / f"{job_id}.log"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "_reports"
+
+    @property
+    def data_docs(self) -> Path:
+        return self.reports / "data_docs"
+
+    @property
+    def gx_project(self) -> Path:
+        return self.reports / "gx"
+
+    @property
+    def demo_log(self) -> Path:
+        return self.reports / "demo" / "airflow.log"
+
+    @property
+    def spark_warehouse(self) -> Path:
+        return self.root / "_spark_warehouse"

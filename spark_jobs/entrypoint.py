@@ -1,0 +1,93 @@
+"""The entry point of a job process: `spark-submit spark_jobs/submit.py <job> [--trigger ...]`, which
+both DAGs launch (include.ops.launch), and `lakehouse run <job>`, the same thing in this process.
+
+Exit codes: see :class:`include.ops.launch.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
+SIGTERM and SIGINT stop the query at its next batch boundary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from include.logging_setup import configure_logging
+from include.ops import lease
+from include.ops.launch import ExitCode, report_failure
+from include.registry import Trigger, load_registry
+from include.settings import Settings, load_settings
+
+log = logging.getLogger("lakehouse")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _trigger(text: str) -> Trigger:
+    try:
+        return Trigger.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("job")
+    parser.add_argument("--trigger", type=_trigger, default=None,
+                        help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
+    parser.add_argument("--shuffle-partitions", type=positive_int, default=None)
+    return parser
+
+
+def install_stop_handler() -> threading.Event:
+    """SIGTERM / SIGINT set the returned event: the runner stops at the next batch boundary."""
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Run one registry job in this process until it drains (available-now) or is stopped."""
+    from include.spark_session import get_spark
+    from spark_jobs import hooks
+    from spark_jobs.runner import run_job
+
+    registry = load_registry(settings.registry_path)
+    job = registry.job(args.job)
+    trigger = args.trigger or job.triggers["backfill"]
+    if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
+        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
+    if settings.batch_hooks:
+        hooks.install_named(settings.batch_hooks)
+    stop = install_stop_handler()
+    spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
+    result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
+                     stop_requested=stop)
+    log.info("job=%s %s (last batch %s)", result.job, result.status, result.last_batch)
+    return ExitCode.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_run_arguments(argparse.ArgumentParser(prog="spark_jobs/submit.py", description=__doc__))
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except ValueError as exc:
+        sys.stderr.write(f"lakehouse run: {exc}\n")
+        return ExitCode.BAD_INPUT
+    configure_logging(settings)
+    try:
+        return run(settings, args)
+    except Exception as exc:
+        return report_failure("lakehouse run", exc)

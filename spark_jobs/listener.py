@@ -1,0 +1,99 @@
+"""The job's StreamingQueryListener: records every batch in `_ops/query_progress` and refreshes the heartbeat."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from include.ops.heartbeats import read_heartbeat, write_heartbeat
+from include.ops.progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
+from include.settings import Settings
+from include.storage import delta as delta_store
+from spark_jobs import hooks
+
+log = logging.getLogger(__name__)
+_RECORDERS: dict[int, ProgressRecorder] = {}
+
+
+def recorder_for(spark: SparkSession) -> ProgressRecorder:
+    """The session's progress listener, added once."""
+    key = id(spark)
+    if key not in _RECORDERS:
+        _RECORDERS[key] = ProgressRecorder()
+        spark.streams.addListener(_RECORDERS[key])
+    return _RECORDERS[key]
+
+
+class ProgressRecorder(StreamingQueryListener):
+    """Records each finished batch and refreshes the job's heartbeat; one per SparkSession.
+
+    Queries are named after their job; :meth:`track` tells where a job's records go.
+    """
+
+    def __init__(self):
+        self._settings: dict[str, Settings] = {}
+        self._terminated: set[str] = set()
+        self._lock = threading.Condition()
+
+    def track(self, job_id: str, settings: Settings) -> None:
+        self._settings[job_id] = settings
+
+    def onQueryStarted(self, event) -> None:
+        write_heartbeat(self._settings[event.name], event.name, status="started", query_id=str(event.id), run_id=str(event.runId))
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        try:
+            row = progress_row(progress)
+            settings = self._settings[progress.name]
+            delta_store.append_rows(settings.layout.ops_table(PROGRESS_TABLE), PROGRESS_SCHEMA, [row])
+            write_heartbeat(
+                settings,
+                progress.name,
+                status="running",
+                query_id=row["query_id"],
+                run_id=row["run_id"],
+                batch_id=row["batch_id"],
+                watermark=row["watermark"],
+                num_input_rows=row["num_input_rows"],
+                state_rows_total=row["state_rows_total"],
+            )
+            log.info(
+                "job=%s batch=%s input_rows=%s duration_ms=%s watermark=%s state_rows=%s",
+                progress.name, progress.batchId, progress.numInputRows, progress.batchDuration,
+                row["watermark"], row["state_rows_total"],
+            )
+        except Exception:
+            log.exception("job=%s batch=%s: could not record progress", progress.name, progress.batchId)
+        hooks.fire(progress.name, "between_batches", progress.batchId)
+
+    def onQueryIdle(self, event) -> None:
+        settings = self._settings[event.name]
+        beat = {k: v for k, v in (read_heartbeat(settings, event.name) or {}).items() if k not in ("pid", "updated_at", "job")}
+        beat.update(status="idle", query_id=str(event.id), run_id=str(event.runId))
+        write_heartbeat(settings, event.name, **beat)
+
+    def onQueryTerminated(self, event) -> None:
+        log.info("query %s terminated%s", event.id, f" with {event.exception}" if event.exception else "")
+        with self._lock:
+            self._terminated.add(str(event.id))
+            self._lock.notify_all()
+
+    def wait_terminated(self, query_id: str, timeout: float = 60.0) -> bool:
+        """Block until the listener has handled `query_id`'s termination.
+
+        Listener events arrive asynchronously but in order, so every batch of the query has been
+        recorded by then; waiting keeps them from racing the process exit.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while query_id not in self._terminated:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True

@@ -1,0 +1,1 @@
+"""Test-only code: helpers, the batch oracle, and the fault-injection batch hook."""

@@ -1,0 +1,37 @@
+"""Small synthetic Delta tables and checkpoints for the quality tests."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from include.quality.results import RESULTS_TABLE
+from include.storage import delta as delta_store
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def write(settings, registry, table: str, rows: list[dict]) -> None:
+    """One append commit of `rows` (a new Delta version)."""
+    path = settings.layout.table(table)
+    delta_store.ensure_table(path, registry.table_schemas[table])
+    data = pa.Table.from_pylist(rows, schema=delta_store.arrow_schema(registry.table_schemas[table]))
+    delta_store.commit_batch(path, data, app_id="test", batch_id=delta_store.latest_version(path))
+
+
+def write_checkpoint(settings, job_id: str, watermark: datetime) -> None:
+    """A committed batch 0 in the job's checkpoint, with this watermark (as Spark writes it)."""
+    checkpoint = settings.layout.checkpoint(job_id)
+    for log in ("offsets", "commits"):
+        (checkpoint / log).mkdir(parents=True, exist_ok=True)
+    offsets = {"batchWatermarkMs": int(watermark.timestamp() * 1000), "batchTimestampMs": 0, "conf": {}}
+    (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(offsets)}\n{{\"version\": 1}}")
+    (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def recorded(settings, run_id: str | None = None) -> list[dict]:
+    rows = delta_store.read_table(settings.layout.ops_table(RESULTS_TABLE)).to_pylist()
+    return [r for r in rows if run_id in (None, r["run_id"])]
