@@ -3,6 +3,9 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Delta Lake's JVM jars, fetched once with Maven (include/jars/pom.xml pins them); runs never resolve jars.
+JARS_DIR ?= $(or $(LAKEHOUSE_JARS_DIR),.cache/jars)
+JARS_STAMP := $(JARS_DIR)/.fetched
 
 .PHONY: demo test test-unit lint bench airflow clean
 
@@ -14,20 +17,27 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
-demo: $(STAMP)
+$(JARS_STAMP): include/jars/pom.xml
+	@command -v java >/dev/null 2>&1 || { echo "Java 17 or 21 is required: apt-get install openjdk-17-jre-headless (or set JAVA_HOME)"; exit 2; }
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is needed once, to fetch the Delta jars into $(JARS_DIR): apt-get install maven"; exit 2; }
+	rm -rf "$(JARS_DIR)" && mkdir -p "$(JARS_DIR)"
+	mvn -q -B -f include/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$(abspath $(JARS_DIR))"
+	@touch $@
+
+demo: $(STAMP) $(JARS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP)
+test: $(STAMP) $(JARS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
-test-unit: $(STAMP)
+test-unit: $(STAMP) $(JARS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP)
+airflow: $(STAMP) $(JARS_STAMP)
 	$(VENV)/bin/lakehouse airflow db migrate
 	@echo "Airflow UI: http://localhost:8080  (user: admin; the password is printed by 'standalone' below and kept in $${AIRFLOW_HOME:-$(CURDIR)/airflow_home}/simple_auth_manager_passwords.json.generated)"
 	$(VENV)/bin/lakehouse airflow standalone
@@ -35,7 +45,7 @@ airflow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP)
+bench: $(STAMP) $(JARS_STAMP)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/quality_1m.py
 	$(PY) bench/dag_parse.py

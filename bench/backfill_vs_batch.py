@@ -4,7 +4,7 @@ against an equivalent Spark batch job on the same input, in one run and one Spar
     .venv/bin/python bench/backfill_vs_batch.py [--events 1000000] [--files 10]
 
 The batch job applies the same transforms (parse + quarantine split, dropDuplicates, 5-minute windows)
-to the whole input at once and writes the same three Delta tables through the same delta-rs commit path.
+to the whole input at once and writes the same Delta tables natively (delta-spark, executors write).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
-from include.registry import QUARANTINE_SCHEMA, Trigger, load_registry  # noqa: E402
+from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
-from spark_jobs.batch_writer import _routes  # noqa: E402
+from spark_jobs.batch_writer import routes  # noqa: E402
 from spark_jobs.runner import configure_session, run_job  # noqa: E402
 from spark_jobs.transforms import parse_json, window_aggregate  # noqa: E402
 
@@ -36,19 +36,19 @@ JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 def batch_pipeline(spark, settings, registry, landing: Path) -> None:
     bronze_job, silver_job, gold_job = (registry.job(j) for j in JOBS)
     configure_session(spark, gold_job, gold_job.state_store.shuffle_partitions)
-    raw = spark.read.format("text").load(str(landing))
-    parsed = parse_json(raw, bronze_job).toArrow()
-    for table, rows, _ in _routes(bronze_job, parsed):
-        schema = QUARANTINE_SCHEMA if table == bronze_job.sink.quarantine_table else bronze_job.output_schema
-        delta_store.ensure_table(settings.layout.table(table), schema)
-        delta_store.commit_batch(settings.layout.table(table), rows, app_id="bench", batch_id=0)
-    bronze = spark.createDataFrame(delta_store.read_table(settings.layout.table("bronze/clickstream")))
-    silver = bronze.dropDuplicates(list(silver_job.transform.keys)).toArrow()
-    delta_store.ensure_table(settings.layout.table("silver/clickstream"), silver_job.output_schema)
-    delta_store.commit_batch(settings.layout.table("silver/clickstream"), silver, app_id="bench", batch_id=0)
-    gold = window_aggregate(spark.createDataFrame(silver), gold_job).toArrow()
-    delta_store.ensure_table(settings.layout.table("gold/user_activity_5m"), gold_job.output_schema)
-    delta_store.commit_batch(settings.layout.table("gold/user_activity_5m"), gold, app_id="bench", batch_id=0)
+
+    def write(frame, table: str) -> None:
+        frame.write.format("delta").mode("append").save(str(settings.layout.table(table)))
+
+    def read(table: str):
+        return spark.read.format("delta").load(str(settings.layout.table(table)))
+
+    parsed = parse_json(spark.read.format("text").load(str(landing)), bronze_job).persist()
+    for table, rows in routes(bronze_job, parsed):
+        write(rows, table)
+    parsed.unpersist()
+    write(read("bronze/clickstream").dropDuplicates(list(silver_job.transform.keys)), "silver/clickstream")
+    write(window_aggregate(read("silver/clickstream"), gold_job), "gold/user_activity_5m")
 
 
 def main() -> None:

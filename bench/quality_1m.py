@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -56,14 +57,14 @@ def main() -> None:
     })
     for table, data in (("silver/clickstream", silver), ("gold/user_activity_5m", gold)):
         delta_store.ensure_table(settings.layout.table(table), registry.table_schemas[table])
-        delta_store.commit_batch(settings.layout.table(table), data, app_id="bench", batch_id=0)
+        write_deltalake(str(settings.layout.table(table)), data, mode="append")
     started = time.perf_counter()
     report = run_quality(settings, registry, ["gold/user_activity_5m"], full=True)
     seconds = time.perf_counter() - started
     later = START + 300 * args.windows
     extra = gold.slice(0, 10_000).set_column(0, "window_start", pa.array(np.full(10_000, later * 1_000_000), micros))
     extra = extra.set_column(1, "window_end", pa.array(np.full(10_000, (later + 300) * 1_000_000), micros))
-    delta_store.commit_batch(settings.layout.table("gold/user_activity_5m"), extra, app_id="bench", batch_id=1)
+    write_deltalake(str(settings.layout.table("gold/user_activity_5m")), extra, mode="append")
     started = time.perf_counter()
     incremental = run_quality(settings, registry, ["gold/user_activity_5m"])
     incremental_seconds = time.perf_counter() - started

@@ -3,6 +3,7 @@
 - `lakehouse_backfill`: every job with the available-now trigger, in dependency order, then quality.
 - `lakehouse_live`: keeps the live jobs running with their processing-time triggers.
 - `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
+- `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from include.airflow import load
 from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, job_doc
-from include.airflow.operators import LakehouseSparkSubmitOperator
+from include.airflow.operators import LakehouseSparkSubmitOperator, MaintenanceOperator
 from include.quality.suites import quality_tables
 
 SETTINGS, REGISTRY = load()
@@ -177,3 +178,34 @@ with DAG(
             return validate_tables([table], full=bool((params or {}).get("full")))
 
         validate()
+
+
+TABLES = REGISTRY.tables_written()
+MAINTENANCE_DOC = f"""
+# lakehouse_maintenance
+
+Micro-batches make many small files. Daily (and on demand) this compacts every Delta table the jobs write
+(`OPTIMIZE`) and removes data files no longer referenced and older than the table's retention (`VACUUM`),
+per the writer's `sink.maintenance` in the registry (default: compact, keep 7 days, Delta's default).
+
+- **Params**: `tables`, the tables to maintain (empty: all of them).
+- **Safe beside running jobs**: appends and VACUUM do not conflict with compaction; a table whose writer is
+  running and upserts (MERGE) is not compacted this time (recorded as skipped, with the holder).
+- **Runs**: `spark-submit spark_jobs/maintain.py` on connection `spark_default`, like the jobs.
+- **Touches**: the tables under `{SETTINGS.root}`; every operation is a row in `_ops/maintenance` (what ran,
+  files before/after, versions, duration, outcome). A failed operation fails the task after the others ran.
+"""
+
+with DAG(
+    dag_id="lakehouse_maintenance",
+    schedule="@daily",
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(SETTINGS),
+    tags=["lakehouse", "maintenance", "delta"],
+    doc_md=MAINTENANCE_DOC,
+    params={"tables": Param([], type="array", items={"type": "string", "enum": TABLES},
+                            description="Tables to maintain (empty: every table).")},
+) as maintenance:
+    MaintenanceOperator(task_id="optimize_and_vacuum", settings=SETTINGS, doc_md=MAINTENANCE_DOC)

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     quality_run.add_argument("tables", nargs="*", help="tables such as gold/user_activity_5m (default: all)")
     quality_run.add_argument("--full", action="store_true", help="validate every row, not only new versions")
 
+    maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
+    maintain.add_argument("tables", nargs="*", help="tables such as bronze/clickstream (default: every table)")
+
     stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
     stop.add_argument("job")
     stop.add_argument("--reason", default="requested from the command line")
@@ -165,6 +168,12 @@ def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if report.blocking_failures else 0
 
 
+def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
+    from spark_jobs.maintenance import run
+
+    return run(settings, args.tables)
+
+
 def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
     from include.ops.processes import stop_job
 
@@ -176,7 +185,7 @@ def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "quality": cmd_quality,
+    "airflow": cmd_airflow, "quality": cmd_quality, "maintain": cmd_maintain,
 }
 
 

@@ -11,6 +11,7 @@
 | LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
 | LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
+| LAKEHOUSE_JARS_DIR               | <repo>/.cache/jars              | Delta Lake's JVM jars (fetched by `make`) |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/hooks.py; the tests' fault injection) |
 """
 
@@ -45,6 +46,7 @@ class Settings:
     task_retries: int = 2
     dq_spark_threshold_rows: int = 2_000_000
     batch_hooks: str = ""
+    jars_dir: Path = REPO_ROOT / ".cache" / "jars"
 
     @property
     def layout(self) -> Layout:
@@ -77,4 +79,5 @@ def load_settings() -> Settings:
         task_retries=int(retries),
         dq_spark_threshold_rows=int(threshold),
         batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
+        jars_dir=Path(_env("LAKEHOUSE_JARS_DIR", str(REPO_ROOT / ".cache" / "jars"))).expanduser().resolve(),
     )

@@ -22,7 +22,16 @@ JAVA_HELP = (
 
 
 class JavaError(RuntimeError):
-    """Java is missing or of a version Spark cannot run on."""
+    """Java is missing or of a version Spark cannot run on, or Delta's jars are missing."""
+
+
+def delta_jars(settings: Settings) -> list[Path]:
+    """Delta Lake's JVM jars in the project's cache (fetched once by `make`); JavaError when absent."""
+    jars = sorted(settings.jars_dir.glob("*.jar"))
+    if not any(j.name.startswith("delta-spark") for j in jars):
+        raise JavaError(f"Delta Lake's jars are missing in {settings.jars_dir}: run `make` (it fetches them once "
+                        "with Maven, see include/jars/pom.xml) or set LAKEHOUSE_JARS_DIR")
+    return jars
 
 
 def java_major_version() -> int:
@@ -55,18 +64,27 @@ def under_spark_submit() -> bool:
 
 
 def get_spark(settings: Settings, app_name: str = "lakehouse"):
-    """The SparkSession for this process, created once."""
+    """The SparkSession for this process, created once, with Delta Lake (jars from the project's cache)."""
     from pyspark.sql import SparkSession
 
-    # Python workers (data sources) must run this interpreter, which has the project's packages.
+    # Python workers (pandas UDFs) must run this interpreter, which has the project's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    jars = delta_jars(settings)
     builder = SparkSession.builder.appName(app_name)
-    if not under_spark_submit():
+    if not under_spark_submit():  # under spark-submit the master, memory and --jars come from its command line
         check_java()
-        builder = builder.master(settings.spark_master).config("spark.driver.memory", settings.spark_driver_memory)
+        builder = (
+            builder.master(settings.spark_master)
+            .config("spark.driver.memory", settings.spark_driver_memory)
+            .config("spark.jars", ",".join(str(j) for j in jars))
+        )
     builder = (
         builder.config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.extensions", DELTA_EXTENSION)
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        # Delta replays its log with this many tasks; the default (50) is slow for small tables on few cores.
+        .config("spark.databricks.delta.snapshotPartitions", "4")
         .config("spark.ui.enabled", str(settings.spark_ui).lower())
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
@@ -78,11 +96,14 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from include.storage.delta_source import register
-
-    register(spark)
+    if under_spark_submit() and not spark._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION):
+        spark.stop()
+        listed = ",".join(str(j) for j in jars)
+        raise JavaError(f"Delta Lake's classes are not on this spark-submit's class path: pass its jars, "
+                        f"spark-submit --jars {listed} ... (the DAGs do)")
     return spark
 
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

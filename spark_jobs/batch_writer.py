@@ -1,23 +1,32 @@
-"""The foreachBatch sink: one exactly-once Delta commit per table per micro-batch."""
+"""The foreachBatch sink: each micro-batch committed to its Delta table(s) exactly once, by the executors.
+
+Appends carry Delta's idempotent-write options (``txnAppId`` = ``<job>:<query id>``, ``txnVersion`` =
+the batch id) and MERGE upserts the same pair through the session confs Delta's MERGE reads
+(``spark.databricks.delta.write.txnAppId`` / ``txnVersion``): the app transaction is recorded in the
+same Delta commit as the data, so a batch replayed after a crash (between the Delta commit and Spark's
+commit log) finds it and writes nothing, in every table it writes. A parse_json batch writes two tables
+(quarantine, then the sink), each with its own transaction record.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from include import checkpoints
-from include.registry import JobSpec
+from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
-from include.storage import delta as delta_store
 from spark_jobs import hooks
 from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE
 
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
 
 def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function: one exactly-once Delta commit per table per batch."""
+    """The foreachBatch function of `job`."""
     checkpoint = settings.layout.checkpoint(job.id)
     sink = job.sink
 
@@ -26,37 +35,48 @@ def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, 
         if query_id is None:
             raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
         app_id = f"{job.id}:{query_id}"
-        data = batch.toArrow()
-        hooks.fire(job.id, "before_commit", batch_id)
-        for table, rows, mode in _routes(job, data):
-            if rows.num_rows:
-                delta_store.commit_batch(
-                    settings.layout.table(table),
-                    rows,
-                    app_id=app_id,
-                    batch_id=batch_id,
-                    mode=mode,
-                    merge_keys=sink.merge_keys if table == sink.table else (),
-                    partition_by=sink.partition_by if table == sink.table else (),
-                )
-        hooks.fire(job.id, "after_commit", batch_id)
+        batch.persist()  # computed once, written to one or two tables
+        try:
+            hooks.fire(job.id, "before_commit", batch_id)
+            for table, rows in routes(job, batch):
+                if rows.isEmpty():
+                    continue
+                path = str(settings.layout.table(table))
+                if table == sink.table and sink.mode == "update":
+                    merge(rows, path, sink.merge_keys, app_id, batch_id)
+                else:
+                    (rows.repartition(sink.files_per_batch).write.format("delta").mode("append")
+                     .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+            hooks.fire(job.id, "after_commit", batch_id)
+        finally:
+            batch.unpersist()
 
     return write_batch
 
 
-def _routes(job: JobSpec, data: pa.Table) -> list[tuple[str, pa.Table, str]]:
-    """Split a batch between the sink table and the quarantine table."""
+def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:
+    """Upsert `rows` by `keys`, recorded as (app_id, batch_id): a replay of that batch changes nothing."""
+    from delta.tables import DeltaTable
+
+    spark = rows.sparkSession  # the streaming query's own session: the confs touch no other writer
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(batch_id))
+    try:
+        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), condition)
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def routes(job: JobSpec, batch: DataFrame) -> list[tuple[str, DataFrame]]:
+    """The batch's rows per table: a parse_json batch splits into the quarantine table and the sink."""
+    columns = list(job.output_schema)
     if not job.sink.quarantine_table:
-        return [(job.sink.table, data, job.sink.mode)]
-    bad = pc.is_valid(data[QUARANTINE_REASON])
-    good_rows = data.filter(pc.invert(bad)).select(list(job.output_schema))
-    bad_rows = data.filter(bad)
-    quarantined = pa.table(
-        {
-            "raw_line": bad_rows[RAW_LINE],
-            "_source_file": bad_rows["_source_file"],
-            "reason": bad_rows[QUARANTINE_REASON],
-            "_ingested_at": bad_rows["_ingested_at"],
-        }
-    )
-    return [(job.sink.quarantine_table, quarantined, "append"), (job.sink.table, good_rows, "append")]
+        return [(job.sink.table, batch.select(*columns))]
+    bad = F.col(QUARANTINE_REASON).isNotNull()
+    quarantined = batch.where(bad).select(
+        F.col(RAW_LINE).alias("raw_line"), "_source_file", F.col(QUARANTINE_REASON).alias("reason"), "_ingested_at"
+    ).select(*QUARANTINE_SCHEMA)
+    return [(job.sink.quarantine_table, quarantined), (job.sink.table, batch.where(~bad).select(*columns))]

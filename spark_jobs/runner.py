@@ -12,12 +12,12 @@ from pyspark.sql import SparkSession
 from include import checkpoints
 from include.ops import lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
-from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry, Trigger
+from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
-from include.storage import delta as delta_store
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.listener import recorder_for
+from spark_jobs.tables import ensure_job_tables
 from spark_jobs.transforms import build_stream
 
 log = logging.getLogger(__name__)
@@ -27,24 +27,27 @@ class CheckpointConflict(ValueError):
     """The requested settings contradict what the checkpoint has fixed."""
 
 
+def refuse_python_source_checkpoint(settings: Settings, job: JobSpec) -> None:
+    """A checkpoint whose Delta source offsets were written by the project's former Python source
+    (offsets ``{"version": n}``) cannot be resumed by Delta's own streaming source: refuse, never
+    silently start from zero (which would duplicate every row in the sink)."""
+    checkpoint = settings.layout.checkpoint(job.id)
+    if not any(s.kind == "delta" for s in job.sources) or not checkpoints.written_by_python_delta_source(checkpoint):
+        return
+    raise CheckpointConflict(
+        f"job {job.id!r}: checkpoint {checkpoint} was written by the former Python Delta source (before native "
+        f"Delta) and cannot be resumed by Delta's streaming source; rebuild the job: move {checkpoint} and its "
+        f"sink table {settings.layout.table(job.sink.table)} aside, then run it (and every job downstream of it, "
+        "the same way) again"
+    )
+
+
 @dataclass
 class RunResult:
     job: str
     query_id: str
     status: str  # "finished" (available-now drained) or "stopped" (stop requested)
     last_batch: int | None
-
-
-def ensure_tables(settings: Settings, registry: Registry, job: JobSpec) -> None:
-    """Create the job's landing directory, source and sink Delta tables (empty) if they do not exist yet."""
-    for source in job.sources:
-        if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
-            (settings.layout.landing(source.path)).mkdir(parents=True, exist_ok=True)
-        else:
-            delta_store.ensure_table(settings.layout.table(source.name), registry.table_schemas[source.name])
-    delta_store.ensure_table(settings.layout.table(job.sink.table), job.output_schema, job.sink.partition_by)
-    if job.sink.quarantine_table:
-        delta_store.ensure_table(settings.layout.table(job.sink.quarantine_table), QUARANTINE_SCHEMA)
 
 
 def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int | None) -> int:
@@ -106,7 +109,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if leftover:
         log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
         stop_requests.clear(settings, job.id)
-    ensure_tables(settings, registry, job)
+    refuse_python_source_checkpoint(settings, job)
+    ensure_job_tables(spark, settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     configure_session(spark, job, partitions)
     recorder = recorder_for(spark)

@@ -34,17 +34,18 @@ def spark_schema(columns: dict[str, str]) -> T.StructType:
 
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
-    """An input stream: landing files (raw lines) or the new commits of a Delta table."""
+    """An input stream: landing files (raw lines), or the new commits of a Delta table (Delta's streaming
+    source; its change data feed for an upserted table). Admission limits hold under available-now too."""
     reader = spark.readStream
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+    if source.max_bytes_per_trigger:
+        reader = reader.option("maxBytesPerTrigger", source.max_bytes_per_trigger)
     if source.kind == "landing":
         return reader.format("text").load(str(settings.layout.landing(source.path)))
-    from include.storage.delta_source import FORMAT
-
-    return reader.format(FORMAT).schema(spark_schema(source.schema)).option(
-        "path", str(settings.layout.table(source.name))
-    ).load()
+    if source.read_change_feed:
+        reader = reader.option("readChangeFeed", "true")
+    return reader.format("delta").load(str(settings.layout.table(source.name)))
 
 
 def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:

@@ -11,7 +11,9 @@ import pytest
 from include.generator import GeneratorConfig, write_landing
 from include.ops import lease
 from include.quality.suites import quality_tables
+from include.registry import Trigger
 from include.storage import delta as delta_store
+from spark_jobs.runner import run_job
 from tests.support.helpers import REPO, arrival_order, generate, gold_rows
 from tests.support.oracle import expected_gold
 
@@ -90,7 +92,11 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert {"gold/user_sessions", "gold/order_payments"} <= set(suites)
     assert {a.name for a in quality.timetable.asset_condition.objects} == {
         registry.job(j).sink.table for j in gold_jobs}
-    for dag in (backfill, live, quality):
+    maintenance = bag.dags["lakehouse_maintenance"]
+    [maintain] = maintenance.tasks
+    assert maintain.application.endswith("spark_jobs/maintain.py") and maintain._conn_id == "spark_default"
+    assert maintenance.params.get_param("tables").schema["items"]["enum"] == registry.tables_written()
+    for dag in (backfill, live, quality, maintenance):
         assert dag.doc_md and dag.tags and "lakehouse" in dag.tags
         for task in dag.tasks:
             assert task.doc_md and task.owner == "data-platform"
@@ -168,6 +174,21 @@ def test_failed_job_fails_the_task_and_records_an_alert(settings, fresh_assets, 
     assert [(a["job"], a["dag_id"], a["task_id"]) for a in alerts] == [
         ("bronze_clickstream", "lakehouse_backfill", "bronze_clickstream")]
     assert alerts[0]["run_id"] == run.run_id and "Error code is: 2" in alerts[0]["reason"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_maintenance_dag_compacts_the_selected_tables(spark, settings, registry, fresh_assets):
+    from airflow.utils.state import DagRunState
+
+    generate(settings, events=400, seed=54, files=4)  # two bronze commits
+    run_job(spark, settings, registry, "bronze_clickstream", Trigger(available_now=True))
+    run = dagbag().dags["lakehouse_maintenance"].test(run_conf={"tables": ["bronze/clickstream"]})
+    assert run.state == DagRunState.SUCCESS
+    done = delta_store.read_table(settings.layout.ops_table("maintenance")).to_pylist()
+    assert {(r["table"], r["operation"], r["outcome"], r["run_id"]) for r in done} == {
+        ("bronze/clickstream", "optimize", "done", run.run_id), ("bronze/clickstream", "vacuum", "done", run.run_id)}
+    assert next(r for r in done if r["operation"] == "optimize")["files_before"] == 2
 
 
 def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_root):

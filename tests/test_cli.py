@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from include.ops.heartbeats import read_heartbeat
+from include.settings import load_settings
 from include.storage import delta as delta_store
 from tests.support.helpers import LAKEHOUSE, REPO, generate, run_cli, wait_for
 
@@ -22,6 +23,15 @@ def test_missing_java_gives_one_clear_message(lakehouse_env):
     assert "JAVA_HOME=/nonexistent/jdk has no bin/java" in result.stderr
     assert "Java 17 or 21" in result.stderr and "Traceback" not in result.stderr
     assert time.monotonic() - started < 30
+
+
+def test_missing_delta_jars_give_one_clear_message(lakehouse_env, tmp_path):
+    result = run_cli(["run", "bronze_clickstream"], {**lakehouse_env, "LAKEHOUSE_JARS_DIR": str(tmp_path / "none")},
+                     timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"lakehouse run: Delta Lake's jars are missing in {tmp_path / 'none'}: run `make` (it fetches them once "
+        "with Maven, see include/jars/pom.xml) or set LAKEHOUSE_JARS_DIR")
 
 
 def test_bad_input_is_named(lakehouse_env):
@@ -71,12 +81,17 @@ def test_sigterm_stops_a_live_job_between_batches(settings, lakehouse_env):
 @pytest.mark.slow
 def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     landed = generate(settings, events=600, seed=42, files=2)
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    result = subprocess.run(
-        [str(spark_submit), "--master", "local[1]", "spark_jobs/submit.py", "bronze_clickstream",
-         "--trigger", "available-now"],
-        env=lakehouse_env, cwd=REPO, capture_output=True, text=True, timeout=300,
-    )
+    spark_submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
+    job = ["spark_jobs/submit.py", "bronze_clickstream", "--trigger", "available-now"]
+    without_jars = subprocess.run(spark_submit + job, env=lakehouse_env, cwd=REPO, capture_output=True, text=True,
+                                  timeout=300)
+    assert without_jars.returncode == 2, without_jars.stderr[-3000:]
+    # spark-submit passes the Python driver's stderr on through its own stdout
+    assert "lakehouse run: Delta Lake's classes are not on this spark-submit's class path: pass its jars" in (
+        without_jars.stdout + without_jars.stderr)
+    jars = ",".join(str(j) for j in sorted(load_settings().jars_dir.glob("*.jar")))
+    result = subprocess.run(spark_submit + ["--jars", jars] + job, env=lakehouse_env, cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))

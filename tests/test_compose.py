@@ -50,7 +50,10 @@ def test_airflow_and_spark_agree():
 def test_image_installs_the_pinned_requirements_and_delta_jars():
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "COPY requirements.txt" in dockerfile and "pip install --no-cache-dir -r requirements.txt" in dockerfile
-    assert "openjdk-17" in dockerfile and "delta-spark_2.13-${DELTA_VERSION}.jar" in dockerfile
+    assert "openjdk-17" in dockerfile and "delta-spark_4.2_2.13-${DELTA_VERSION}.jar" in dockerfile
+    pom = (REPO / "include" / "jars" / "pom.xml").read_text()
+    assert "<artifactId>delta-spark_4.2_2.13</artifactId>" in pom and "delta-storage" in pom
     pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
     assert 'ARG DELTA_VERSION=' + pins["delta_spark"] in dockerfile
+    assert f"<version>{pins['delta_spark']}</version>" in pom  # the Python package and the jars match

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from include.registry import RegistryError, Trigger, load_registry, parse_duration
+from include.registry import RegistryError, Trigger, build_registry, load_registry, parse_duration
 from tests.support.helpers import problems_of
 
 
@@ -140,3 +140,53 @@ def test_join_right_table_must_be_written_and_session_gap_valid(raw):
     assert "job 'gold_order_payments': transform.right.table: 'silver/refunds' is not written by any job in the " \
            "registry" in found
     assert "job 'gold_user_sessions': transform.gap: must be positive, got '0 minutes'" in found
+
+
+def test_delta_table_options_of_the_registry(registry, raw):
+    bronze, silver = registry.job("bronze_clickstream"), registry.job("silver_clickstream")
+    assert bronze.sink.properties == {"delta.appendOnly": "true"} and bronze.sink.files_per_batch == 1
+    assert silver.sink.properties == {"delta.enableChangeDataFeed": "true"}
+    assert bronze.sink.maintenance.optimize and bronze.sink.maintenance.vacuum_retention_hours == 168
+    raw["jobs"]["silver_clickstream"]["source"]["max_bytes_per_trigger"] = "64 MB"
+    raw["jobs"]["silver_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "2 days", "optimize": False}
+    changed = build_registry(raw).job("silver_clickstream")
+    assert changed.source.max_bytes_per_trigger == 64 * 1024**2
+    assert changed.sink.maintenance.vacuum_retention_hours == 48 and not changed.sink.maintenance.optimize
+    assert "bronze/clickstream_quarantine" in registry.tables_written()
+
+
+def test_delta_table_option_mistakes_are_named(raw):
+    broken = copy.deepcopy(raw)
+    broken["jobs"]["bronze_clickstream"]["sink"]["properties"] = {"delta.enableDeletionVectors": True,
+                                                                  "delta.appendOnly": "yes"}
+    broken["jobs"]["gold_user_activity_1h"]["sink"]["properties"] = {"delta.appendOnly": True}
+    broken["jobs"]["silver_clickstream"]["sink"]["files_per_batch"] = 0
+    broken["jobs"]["silver_clickstream"]["source"]["max_bytes_per_trigger"] = "lots"
+    broken["jobs"]["gold_user_activity_5m"]["sink"]["maintenance"] = {"vacuum_retention": "90 minutes"}
+    found = "\n".join(problems_of(broken))
+    assert "job 'bronze_clickstream': sink.properties.delta.enableDeletionVectors: not a supported table property" \
+        in found
+    assert "job 'bronze_clickstream': sink.properties.delta.appendOnly: must be true or false, got 'yes'" in found
+    assert "job 'gold_user_activity_1h': sink.properties.delta.appendOnly: an update-mode (MERGE) sink cannot" in found
+    assert "job 'silver_clickstream': sink.files_per_batch: must be a positive integer, got 0" in found
+    assert "job 'silver_clickstream': source.max_bytes_per_trigger: bad size 'lots'" in found
+    assert "job 'gold_user_activity_5m': sink.maintenance.vacuum_retention: must be whole hours" in found
+
+
+def test_an_upserted_table_is_read_through_its_change_feed(raw):
+    reader = {
+        "source": {"table": "gold/user_activity_1h", "watermark": "1 hour", "event_time": "window_end"},
+        "transform": {"kind": "deduplicate", "keys": ["window_start", "user_id", "_commit_version", "_change_type"]},
+        "sink": {"table": "gold/user_activity_1h_changes", "mode": "append"},
+    }
+    raw["jobs"]["activity_changes"] = copy.deepcopy(reader)
+    assert ("job 'activity_changes': source.read_change_feed: table 'gold/user_activity_1h' is upserted (update mode) "
+            "by job 'gold_user_activity_1h': stream its changes with read_change_feed: true") in problems_of(raw)
+    raw["jobs"]["activity_changes"]["source"]["read_change_feed"] = True
+    job = build_registry(raw).job("activity_changes")
+    assert job.source.read_change_feed and job.source.schema["_change_type"] == "string"
+    assert job.output_schema["_commit_version"] == "long"
+    del raw["jobs"]["gold_user_activity_1h"]["sink"]["properties"]
+    assert ("job 'activity_changes': source.read_change_feed: table 'gold/user_activity_1h' has no change data "
+            "feed: set 'delta.enableChangeDataFeed: true' in job 'gold_user_activity_1h''s sink.properties"
+            ) in problems_of(raw)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from include.ops.launch import SUBMIT_ENTRY, ExitCode, submit_kwargs
+from include.ops.launch import MAINTAIN_ENTRY, SUBMIT_ENTRY, ExitCode, job_submit_kwargs, submit_kwargs
 from include.settings import Settings
 
 
@@ -18,7 +18,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     """
 
     def __init__(self, *, job_id: str, trigger: str, settings: Settings, **kwargs):
-        super().__init__(application=str(SUBMIT_ENTRY), **submit_kwargs(settings, job_id, trigger), **kwargs)
+        super().__init__(application=str(SUBMIT_ENTRY), **job_submit_kwargs(settings, job_id, trigger), **kwargs)
         self.job_id = job_id
         self.lakehouse_settings = settings
 
@@ -46,3 +46,17 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         owner = lease.read_lease(self.lakehouse_settings, self.job_id)
         return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
                 f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")
+
+
+class MaintenanceOperator(SparkSubmitOperator):
+    """spark-submit of table maintenance (OPTIMIZE + VACUUM per table, `spark_jobs/maintain.py`); the
+    run's `tables` param selects tables (empty: all)."""
+
+    def __init__(self, *, settings: Settings, **kwargs):
+        super().__init__(application=str(MAINTAIN_ENTRY), **submit_kwargs(settings, "lakehouse-maintain", []),
+                         **kwargs)
+
+    def execute(self, context):
+        tables = list((context.get("params") or {}).get("tables") or [])
+        self.application_args = [*tables, "--run-id", str(context.get("run_id") or "")]
+        return super().execute(context)

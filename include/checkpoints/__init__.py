@@ -6,10 +6,12 @@ from include.checkpoints.reader import (
     latest_offsets_batch,
     query_id,
     shuffle_partitions,
+    source_offsets,
     stored_conf,
+    written_by_python_delta_source,
 )
 
 __all__ = [
     "committed_watermark_ms", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
-    "stored_conf",
+    "source_offsets", "stored_conf", "written_by_python_delta_source",
 ]

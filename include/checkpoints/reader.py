@@ -61,3 +61,25 @@ def committed_watermark_ms(checkpoint: Path) -> int | None:
         return int(json.loads(lines[1])["batchWatermarkMs"])
     except (FileNotFoundError, IndexError, KeyError, ValueError):
         return None
+
+
+def source_offsets(checkpoint: Path, batch: int) -> list[str]:
+    """The raw source offsets (one JSON text per source) of batch `batch` in the offset log."""
+    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
+    return lines[2:]
+
+
+def written_by_python_delta_source(checkpoint: Path) -> bool:
+    """True when the latest offsets hold a ``{"version": n}`` offset: the project's former Python Delta
+    source (removed with native Delta), which Delta's own streaming source cannot resume."""
+    batch = latest_offsets_batch(checkpoint)
+    if batch is None:
+        return False
+    for text in source_offsets(checkpoint, batch):
+        try:
+            offset = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(offset, dict) and set(offset) == {"version"}:
+            return True
+    return False

@@ -1,8 +1,8 @@
 """The one way a job is launched: spark-submit of `spark_jobs/submit.py` through the Airflow connection.
 
-Backfills (`LakehouseSparkSubmitOperator`) and live jobs (`include.ops.processes`) both use
-:func:`submit_kwargs` (application, arguments, connection, name, environment) and Airflow's
-`SparkSubmitHook` to build the command, so a cluster set in `spark_default` runs every job.
+Backfills (`LakehouseSparkSubmitOperator`), live jobs (`include.ops.processes`) and table maintenance
+all use :func:`submit_kwargs` (connection, name, arguments, environment, Delta's jars) and Airflow's
+`SparkSubmitHook` builds the command, so a cluster set in `spark_default` runs all of them.
 
 Exit codes of a job process (spark-submit passes the driver's on):
 0 finished or stopped on request; 1 failed; 2 bad input (unknown job, bad trigger, invalid registry,
@@ -20,7 +20,8 @@ from include.registry import Trigger
 from include.settings import REPO_ROOT, Settings
 
 SPARK_CONN_ID = "spark_default"
-SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"
+SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"  # a job: <job> --trigger <trigger>
+MAINTAIN_ENTRY = REPO_ROOT / "spark_jobs" / "maintain.py"  # table maintenance: [<table>...] [--run-id ID]
 
 
 class ExitCode(IntEnum):
@@ -37,6 +38,7 @@ def job_environment(settings: Settings) -> dict[str, str]:
     env = {
         "LAKEHOUSE_ROOT": str(settings.root),
         "LAKEHOUSE_REGISTRY": str(settings.registry_path),
+        "LAKEHOUSE_JARS_DIR": str(settings.jars_dir),
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -46,21 +48,28 @@ def job_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str) -> dict:
-    """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook for one run of a job."""
+def submit_kwargs(settings: Settings, name: str, application_args: list[str]) -> dict:
+    """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook: the connection, the environment
+    and Delta's jars (from the project's cache, so spark-submit resolves nothing)."""
     return {
         "conn_id": SPARK_CONN_ID,
-        "application_args": [job_id, "--trigger", str(trigger)],
-        "name": f"lakehouse-{job_id}",
+        "application_args": application_args,
+        "name": name,
         "env_vars": job_environment(settings),
+        "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
     }
+
+
+def job_submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str) -> dict:
+    """spark-submit of one run of a registry job (application: SUBMIT_ENTRY)."""
+    return submit_kwargs(settings, f"lakehouse-{job_id}", [job_id, "--trigger", str(trigger)])
 
 
 def spark_submit_command(settings: Settings, job_id: str, trigger: Trigger | str) -> list[str]:
     """The spark-submit command line for the job, built by Airflow's SparkSubmitHook from the connection."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    hook = SparkSubmitHook(**submit_kwargs(settings, job_id, trigger))
+    hook = SparkSubmitHook(**job_submit_kwargs(settings, job_id, trigger))
     return hook._build_spark_submit_command(str(SUBMIT_ENTRY))
 
 

@@ -11,14 +11,21 @@
 Light on purpose: the DAG files import it at parse time.
 """
 
-from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, QUARANTINE_SCHEMA, ColumnType
-from include.registry.durations import Trigger, parse_duration
+from include.registry.columns import (
+    BRONZE_EXTRA_COLUMNS,
+    CHANGE_FEED_COLUMNS,
+    COLUMN_TYPES,
+    QUARANTINE_SCHEMA,
+    ColumnType,
+)
+from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.loading import RegistryError, build_registry, load_registry
 from include.registry.specs import (
     Aggregation,
     Deduplicate,
     JobSpec,
     JoinColumn,
+    MaintenanceSpec,
     ParseJson,
     QualitySpec,
     Registry,
@@ -33,8 +40,8 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "COLUMN_TYPES", "QUARANTINE_SCHEMA", "Aggregation", "ColumnType", "Deduplicate",
-    "JobSpec", "JoinColumn", "ParseJson", "QualitySpec", "Registry", "RegistryError", "SessionAggregate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "QUARANTINE_SCHEMA", "Aggregation", "ColumnType", "Deduplicate",
+    "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
-    "WindowAggregate", "build_registry", "load_registry", "parse_duration",
+    "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",
 ]

@@ -38,3 +38,9 @@ QUARANTINE_SCHEMA: dict[str, str] = {
     "_ingested_at": "timestamp",
 }
 BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}
+# Columns Delta's change data feed adds to a table's rows (`read_change_feed: true`).
+CHANGE_FEED_COLUMNS: dict[str, str] = {
+    "_change_type": "string",
+    "_commit_version": "long",
+    "_commit_timestamp": "timestamp",
+}

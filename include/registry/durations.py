@@ -1,4 +1,4 @@
-"""Durations ("10 minutes") and triggers ("available-now", "processing-time=10 seconds") of the registry."""
+"""Durations ("10 minutes"), sizes ("64 MB") and triggers ("available-now", "processing-time=10 seconds") of the registry."""
 
 from __future__ import annotations
 
@@ -16,6 +16,19 @@ def parse_duration(text: Any) -> int:
     if not match:
         raise ValueError(f"bad duration {text!r} (expected e.g. '30 seconds', '10 minutes', '1 hour')")
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|mb|gb)?\s*$", re.IGNORECASE)
+_UNIT_BYTES = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes in a size such as ``"64 MB"`` or ``1048576``; raises ValueError on anything else."""
+    match = _SIZE.match(str(value)) if isinstance(value, int | str) and not isinstance(value, bool) else None
+    size = int(match.group(1)) * _UNIT_BYTES[(match.group(2) or "b").lower()] if match else 0
+    if size < 1:
+        raise ValueError(f"bad size {value!r} (expected a positive number of bytes, or e.g. '64 MB', '1 GB')")
+    return size
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,20 @@ from typing import Any
 import yaml
 
 from include.registry.checks import CHECKS, SEVERITIES
-from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, QUARANTINE_SCHEMA
-from include.registry.durations import Trigger, parse_duration
+from include.registry.columns import (
+    BRONZE_EXTRA_COLUMNS,
+    CHANGE_FEED_COLUMNS,
+    COLUMN_TYPES,
+    QUARANTINE_SCHEMA,
+)
+from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.graph import declared_tables, dependency_order
 from include.registry.specs import (
     Aggregation,
     Deduplicate,
     JobSpec,
     JoinColumn,
+    MaintenanceSpec,
     ParseJson,
     QualitySpec,
     Registry,
@@ -40,6 +46,10 @@ JOIN_TYPES = ("inner", "left_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
 STATE_PROVIDERS = ("rocksdb", "hdfs")
+# Delta table properties a sink may set: features that delta-rs (the quality and summary readers) supports too.
+BOOLEAN_PROPERTIES = ("delta.appendOnly", "delta.enableChangeDataFeed")
+TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+                    "delta.checkpointInterval", "delta.dataSkippingNumIndexedCols", "delta.targetFileSize")
 
 _JOB_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*/[a-z_][a-z0-9_]*$")
@@ -89,11 +99,12 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
                 writers.setdefault(table, job_id)
 
     order = dependency_order(raw_jobs, writers, problems)
+    writer_sinks = {t: raw_jobs[j]["sink"] for t, j in writers.items() if declared_tables(raw_jobs[j])[0] == t}
     jobs: dict[str, JobSpec] = {}
     table_schemas: dict[str, dict[str, str]] = {}
     for job_id in order:
         spec, output_schema = _validate_job(
-            job_id, raw_jobs[job_id], defaults, sources, table_schemas, writers, problems
+            job_id, raw_jobs[job_id], defaults, sources, table_schemas, writers, writer_sinks, problems
         )
         if spec is not None:
             jobs[job_id] = spec
@@ -158,6 +169,7 @@ def _validate_job(
     sources: dict[str, dict[str, Any]],
     table_schemas: dict[str, dict[str, str]],
     writers: dict[str, str],
+    writer_sinks: dict[str, dict],
     problems: list[str],
 ) -> tuple[JobSpec | None, dict[str, str] | None]:
     """The job's spec (None when invalid) and its output schema (None when unknowable)."""
@@ -173,14 +185,14 @@ def _validate_job(
     if unknown:
         problems.append(f"{where}: unknown fields {sorted(unknown)}")
     before = len(problems)
-    source = _validate_source(where, job.get("source"), sources, table_schemas, writers, problems)
+    source = _validate_source(where, job.get("source"), sources, table_schemas, writers, writer_sinks, problems)
     transform = job.get("transform") if isinstance(job.get("transform"), dict) else None
     if transform is None:
         problems.append(f"{where}: transform: must be a mapping with a 'kind'")
     right = None
     if transform is not None and transform.get("kind") == "stream_join":
-        right = _validate_source(where, transform.get("right"), sources, table_schemas, writers, problems,
-                                 field="transform.right")
+        right = _validate_source(where, transform.get("right"), sources, table_schemas, writers, writer_sinks,
+                                 problems, field="transform.right")
         if right is None:
             return None, None
     if source is None or transform is None:
@@ -244,17 +256,29 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
     return WindowAggregate(window, slide, keys, aggregations)
 
 
-def _validate_source(where, raw, sources, table_schemas, writers, problems, field="source") -> SourceSpec | None:
+def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, problems,
+                     field="source") -> SourceSpec | None:
     if not isinstance(raw, dict):
         problems.append(f"{where}: {field}: must be a mapping with 'landing' or 'table'")
         return None
-    unknown = set(raw) - {"landing", "table", "max_files_per_trigger", "watermark", "event_time"}
+    unknown = set(raw) - {"landing", "table", "max_files_per_trigger", "max_bytes_per_trigger", "read_change_feed",
+                          "watermark", "event_time"}
     if unknown:
         problems.append(f"{where}: {field}: unknown fields {sorted(unknown)}")
     max_files = raw.get("max_files_per_trigger")
     if max_files is not None and (not isinstance(max_files, int) or isinstance(max_files, bool) or max_files < 1):
         problems.append(f"{where}: {field}.max_files_per_trigger: must be a positive integer, got {max_files!r}")
         max_files = None
+    max_bytes = None
+    if raw.get("max_bytes_per_trigger") is not None:
+        try:
+            max_bytes = parse_size(raw["max_bytes_per_trigger"])
+        except ValueError as exc:
+            problems.append(f"{where}: {field}.max_bytes_per_trigger: {exc}")
+    change_feed = raw.get("read_change_feed", False)
+    if not isinstance(change_feed, bool):
+        problems.append(f"{where}: {field}.read_change_feed: must be true or false, got {change_feed!r}")
+        change_feed = False
     watermark = None
     if raw.get("watermark") is not None:
         try:
@@ -272,6 +296,8 @@ def _validate_source(where, raw, sources, table_schemas, writers, problems, fiel
         src = sources[name]
         kind, path, fmt, schema = "landing", src["path"], src["format"], dict(src["schema"])
         required, event_time = src["required"], raw.get("event_time", src["event_time"])
+        if change_feed:
+            problems.append(f"{where}: {field}.read_change_feed: only a Delta table source has a change data feed")
     else:
         name = raw["table"]
         if name not in writers:
@@ -281,9 +307,26 @@ def _validate_source(where, raw, sources, table_schemas, writers, problems, fiel
             return None  # its writer is invalid or part of a cycle; already reported
         kind, path, fmt, schema, required = "delta", name, None, dict(table_schemas[name]), ()
         event_time = raw.get("event_time") or ("event_time" if schema.get("event_time") == "timestamp" else None)
+        _check_change_feed(f"{where}: {field}", name, writers.get(name), writer_sinks.get(name) or {}, change_feed,
+                           problems)
+        if change_feed:
+            schema.update(CHANGE_FEED_COLUMNS)
     if event_time is not None and schema.get(event_time) != "timestamp":
         problems.append(f"{where}: {field}.event_time: {event_time!r} is not a timestamp column of the source")
-    return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, max_files)
+    return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, max_files, max_bytes,
+                      change_feed)
+
+
+def _check_change_feed(where: str, table: str, writer: str | None, sink: dict, change_feed: bool,
+                       problems: list[str]) -> None:
+    """An upserted table can only be streamed through its change data feed, which its writer must enable."""
+    if sink.get("mode") == "update" and not change_feed:
+        problems.append(f"{where}.read_change_feed: table {table!r} is upserted (update mode) by job {writer!r}: "
+                        "stream its changes with read_change_feed: true")
+    properties = sink.get("properties") if isinstance(sink.get("properties"), dict) else {}
+    if change_feed and str(properties.get("delta.enableChangeDataFeed", "")).lower() != "true":
+        problems.append(f"{where}.read_change_feed: table {table!r} has no change data feed: set "
+                        f"'delta.enableChangeDataFeed: true' in job {writer!r}'s sink.properties")
 
 
 def _validate_transform(where: str, transform: dict, source: SourceSpec, problems: list[str],
@@ -427,7 +470,8 @@ def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec |
     if not isinstance(raw, dict):
         problems.append(f"{where}: sink: must be a mapping with 'table' and 'mode'")
         return None
-    unknown = set(raw) - {"table", "mode", "merge_keys", "partition_by", "quarantine_table"}
+    unknown = set(raw) - {"table", "mode", "merge_keys", "partition_by", "quarantine_table", "properties",
+                          "files_per_batch", "maintenance"}
     if unknown:
         problems.append(f"{where}: sink: unknown fields {sorted(unknown)}")
     table, mode = raw.get("table"), raw.get("mode", "append")
@@ -450,7 +494,61 @@ def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec |
     quarantine = raw.get("quarantine_table")
     if transform.get("kind") == "parse_json" and not quarantine:
         problems.append(f"{where}: sink.quarantine_table: parse_json needs a table for unparseable lines")
-    return SinkSpec(str(table), str(mode), tuple(merge_keys), tuple(partition_by), quarantine)
+    properties = _validate_properties(where, raw.get("properties"), mode, problems)
+    files = raw.get("files_per_batch", 1)
+    if not isinstance(files, int) or isinstance(files, bool) or files < 1:
+        problems.append(f"{where}: sink.files_per_batch: must be a positive integer, got {files!r}")
+        files = 1
+    maintenance = _validate_maintenance(where, raw.get("maintenance"), problems)
+    return SinkSpec(str(table), str(mode), tuple(merge_keys), tuple(partition_by), quarantine, properties, files,
+                    maintenance)
+
+
+def _validate_properties(where: str, raw: Any, mode: str, problems: list[str]) -> dict[str, str]:
+    """Delta table properties of the sink (and its quarantine table), as the strings Delta stores."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: sink.properties: must map Delta table properties to values")
+        return {}
+    properties = {}
+    for key, value in raw.items():
+        if key not in TABLE_PROPERTIES:
+            problems.append(f"{where}: sink.properties.{key}: not a supported table property "
+                            f"(supported: {', '.join(TABLE_PROPERTIES)})")
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if key in BOOLEAN_PROPERTIES and text not in ("true", "false"):
+            problems.append(f"{where}: sink.properties.{key}: must be true or false, got {value!r}")
+        properties[str(key)] = text
+    if mode == "update" and properties.get("delta.appendOnly") == "true":
+        problems.append(f"{where}: sink.properties.delta.appendOnly: an update-mode (MERGE) sink cannot be append-only")
+    return properties
+
+
+def _validate_maintenance(where: str, raw: Any, problems: list[str]) -> MaintenanceSpec:
+    if raw is None:
+        return MaintenanceSpec()
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: sink.maintenance: must be a mapping with 'optimize' and/or 'vacuum_retention'")
+        return MaintenanceSpec()
+    unknown = set(raw) - {"optimize", "vacuum_retention"}
+    if unknown:
+        problems.append(f"{where}: sink.maintenance: unknown fields {sorted(unknown)}")
+    optimize = raw.get("optimize", True)
+    if not isinstance(optimize, bool):
+        problems.append(f"{where}: sink.maintenance.optimize: must be true or false, got {optimize!r}")
+        optimize = True
+    retention = MaintenanceSpec.vacuum_retention_hours
+    if raw.get("vacuum_retention") is not None:
+        try:
+            seconds = parse_duration(raw["vacuum_retention"])
+            if seconds % 3600:
+                raise ValueError("must be whole hours")
+            retention = seconds // 3600
+        except ValueError as exc:
+            problems.append(f"{where}: sink.maintenance.vacuum_retention: {exc}")
+    return MaintenanceSpec(optimize=optimize, vacuum_retention_hours=retention)
 
 
 def _validate_triggers(where: str, raw: dict, problems: list[str]) -> dict[str, Trigger]:

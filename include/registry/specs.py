@@ -24,6 +24,8 @@ class SourceSpec:
     event_time: str | None
     watermark_seconds: int | None
     max_files_per_trigger: int | None
+    max_bytes_per_trigger: int | None = None
+    read_change_feed: bool = False  # a Delta table read through its change data feed (an upserted table)
 
 
 @dataclass(frozen=True)
@@ -99,12 +101,23 @@ AGGREGATE_KINDS = (WindowAggregate, SessionAggregate)
 
 
 @dataclass(frozen=True)
+class MaintenanceSpec:
+    """What `lakehouse maintain` does to a sink table: compaction, and VACUUM with this retention."""
+
+    optimize: bool = True
+    vacuum_retention_hours: int = 168  # Delta's default, 7 days; lower only when the registry says so
+
+
+@dataclass(frozen=True)
 class SinkSpec:
     table: str
     mode: str
     merge_keys: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
     quarantine_table: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)  # Delta table properties (also of the quarantine)
+    files_per_batch: int = 1  # data files per micro-batch commit (1: a downstream reader admits whole commits)
+    maintenance: MaintenanceSpec = MaintenanceSpec()
 
 
 @dataclass(frozen=True)
@@ -186,6 +199,10 @@ class Registry:
         """Jobs whose tables `job_id` reads."""
         read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
         return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
+
+    def tables_written(self) -> list[str]:
+        """Every table a job writes (sinks and quarantine tables), in dependency order."""
+        return [t for job_id in self.order for t in self.jobs[job_id].tables_written()]
 
     def writer_of(self, table: str) -> JobSpec | None:
         return next((j for j in self.jobs.values() if table in j.tables_written()), None)

@@ -1,8 +1,8 @@
-"""Delta Lake tables through delta-rs (`deltalake`): creation, exactly-once batch commits, reads.
+"""Delta Lake through delta-rs (`deltalake`), where starting a JVM would be wrong: the operational tables
+(`_ops/*`, small rows appended by Airflow callbacks, the quality runner and the job's listener), and
+reads by the quality checks, `lakehouse summary`, health checks and the tests.
 
-Every streaming write goes through :func:`commit_batch`, which records an app transaction
-``(app_id, batch_id)`` in the same Delta commit as the data. A replayed batch finds its
-transaction already recorded and writes nothing.
+The data tables themselves are written by Spark's executors through delta-spark (`spark_jobs`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from include.registry.columns import COLUMN_TYPES
@@ -37,7 +37,7 @@ def table_exists(path: Path | str) -> bool:
 
 
 def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Sequence[str] = ()) -> None:
-    """Create an empty Delta table with this schema unless one exists; an existing one must match."""
+    """Create an empty (operational) Delta table with this schema unless one exists; an existing one must match."""
     schema = arrow_schema(columns)
     if table_exists(path):
         existing = pa.schema(DeltaTable(str(path)).schema().to_arrow())
@@ -53,49 +53,11 @@ def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Seq
 
 
 def committed_batch(path: Path | str, app_id: str) -> int | None:
-    """The last batch id committed to the table by `app_id`, or None."""
+    """The last batch id `app_id` committed to the table (its Delta app transaction), or None."""
     try:
         return DeltaTable(str(path)).transaction_version(app_id)
     except TableNotFoundError:
         return None
-
-
-def commit_batch(
-    path: Path | str,
-    data: pa.Table,
-    *,
-    app_id: str,
-    batch_id: int,
-    mode: str = "append",
-    merge_keys: Sequence[str] = (),
-    partition_by: Sequence[str] = (),
-) -> bool:
-    """Append or merge `data` as batch `batch_id` of `app_id`, exactly once.
-
-    Returns False (and writes nothing) when the table already holds this batch of `app_id`.
-    """
-    table = DeltaTable(str(path))
-    done = table.transaction_version(app_id)
-    if done is not None and done >= batch_id:
-        log.info("table %s: batch %s of %s already committed, skipping replay", path, batch_id, app_id)
-        return False
-    target_schema = pa.schema(table.schema().to_arrow())
-    data = data.select(target_schema.names).cast(target_schema)
-    commit = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-    if mode == "append":
-        write_deltalake(table, data, mode="append", partition_by=list(partition_by) or None, commit_properties=commit)
-    elif mode == "update":
-        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in merge_keys)
-        (
-            table.merge(data, predicate=predicate, source_alias="s", target_alias="t", commit_properties=commit)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-    else:
-        raise ValueError(f"unknown sink mode {mode!r}")
-    log.info("table %s: committed batch %s of %s (%d rows, %s)", path, batch_id, app_id, data.num_rows, mode)
-    return True
 
 
 def append_rows(path: Path | str, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
@@ -127,7 +89,8 @@ def count_rows(path: Path | str) -> int:
 
 
 def commit_files(path: Path | str, version: int) -> list[dict]:
-    """The `add` actions (path, size, partitionValues) of one commit; rejects non-append commits."""
+    """The `add` actions (path, size, partitionValues) of one commit that add rows (a compaction's
+    rewritten files are not); rejects commits that remove rows."""
     log_file = Path(path) / "_delta_log" / f"{version:020d}.json"
     try:
         lines = log_file.read_text().splitlines()
@@ -138,7 +101,7 @@ def commit_files(path: Path | str, version: int) -> list[dict]:
     adds = []
     for line in lines:
         action = json.loads(line)
-        if "add" in action:
+        if "add" in action and action["add"].get("dataChange", True):  # not a compaction's rewritten rows
             adds.append(action["add"])
         elif "remove" in action and action["remove"].get("dataChange", True):
             raise ValueError(

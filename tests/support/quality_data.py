@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pyarrow as pa
+from deltalake import write_deltalake
 
 from include.quality.results import RESULTS_TABLE
 from include.storage import delta as delta_store
@@ -19,7 +20,7 @@ def write(settings, registry, table: str, rows: list[dict]) -> None:
     path = settings.layout.table(table)
     delta_store.ensure_table(path, registry.table_schemas[table])
     data = pa.Table.from_pylist(rows, schema=delta_store.arrow_schema(registry.table_schemas[table]))
-    delta_store.commit_batch(path, data, app_id="test", batch_id=delta_store.latest_version(path))
+    write_deltalake(str(path), data, mode="append")
 
 
 def write_checkpoint(settings, job_id: str, watermark: datetime) -> None:

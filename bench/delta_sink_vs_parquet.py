@@ -1,0 +1,84 @@
+"""Benchmark: the same streaming query (bronze: landing JSON -> parsed rows, available-now, the registry's
+admission limit) written by the project's Delta sink (foreachBatch, idempotent Delta appends by the
+executors) and by Spark's own parquet file sink, in one run and one SparkSession.
+
+    .venv/bin/python bench/delta_sink_vs_parquet.py [--events 1000000] [--files 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from include.generator import GeneratorConfig, write_landing  # noqa: E402
+from include.registry import Trigger, load_registry  # noqa: E402
+from include.settings import load_settings  # noqa: E402
+from include.spark_session import get_spark  # noqa: E402
+from include.storage import delta as delta_store  # noqa: E402
+from spark_jobs.runner import run_job  # noqa: E402
+from spark_jobs.transforms import build_stream  # noqa: E402
+
+JOB = "bronze_clickstream"
+
+
+def parquet_sink(spark, settings, registry) -> int:
+    """The job's query into Spark's parquet sink (good rows only, as the Delta sink's main table)."""
+    job = registry.job(JOB)
+    stream = build_stream(spark, settings, job).where("_quarantine_reason IS NULL").select(*job.output_schema)
+    out = settings.root / "parquet_bronze"
+    query = (stream.writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(settings.root / "_checkpoints" / "parquet"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return spark.read.parquet(str(out)).count()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=20)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    base = load_settings()
+    registry = load_registry(base.registry_path)
+    delta, parquet = replace(base, root=work / "delta"), replace(base, root=work / "parquet")
+    write_landing(delta.layout.landing("landing/clickstream"), "clickstream",
+                  GeneratorConfig(events=args.events, seed=1, files=args.files))
+    shutil.copytree(delta.layout.landing("landing/clickstream"), parquet.layout.landing("landing/clickstream"))
+    spark = get_spark(base, app_name="lakehouse-bench")
+    spark.range(1000).count()  # warm up the JVM before timing
+
+    started = time.perf_counter()
+    parquet_rows = parquet_sink(spark, parquet, registry)
+    parquet_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    run_job(spark, delta, registry, JOB, Trigger(available_now=True))
+    delta_seconds = time.perf_counter() - started
+
+    result = {
+        "events": args.events, "files": args.files,
+        "max_files_per_trigger": registry.job(JOB).source.max_files_per_trigger,
+        "parquet_sink_seconds": round(parquet_seconds, 1),
+        "delta_sink_seconds": round(delta_seconds, 1),
+        "ratio": round(delta_seconds / parquet_seconds, 2),
+        "rows_parquet": parquet_rows,
+        "rows_delta": delta_store.count_rows(delta.layout.table("bronze/clickstream")),
+    }
+    print(json.dumps(result, indent=2))
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

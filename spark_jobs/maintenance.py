@@ -1,0 +1,162 @@
+"""Table maintenance with delta-spark: OPTIMIZE (compaction of the many small files micro-batches make)
+and VACUUM (data files no longer referenced and older than the retention), per table, recorded in
+`_ops/maintenance`.
+
+`lakehouse maintain [<table>...]` runs it in this process; the `lakehouse_maintenance` DAG through
+`spark-submit spark_jobs/maintain.py [<table>...]` (the one launch path). The retention comes from the
+writer's `sink.maintenance.vacuum_retention` (default 7 days, Delta's; lower only when the registry says
+so). Compaction is skipped while the table's writer holds its lease and upserts (MERGE): the two would
+conflict and fail the writer's batch. Appends and VACUUM do not conflict with a running writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from include.ops import lease, maintenance_log
+from include.registry import Registry
+from include.settings import Settings
+from spark_jobs.tables import is_delta_table
+
+log = logging.getLogger(__name__)
+
+DELTA_DEFAULT_RETENTION_HOURS = 168
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables: list[str] | None = None,
+             run_id: str = "") -> list[dict]:
+    """Compact and vacuum `tables` (default: all); returns the `_ops/maintenance` rows it recorded."""
+    known = registry.tables_written()
+    unknown = [t for t in tables or [] if t not in known]
+    if unknown:
+        raise KeyError(f"unknown table(s) {', '.join(unknown)}; the registry's tables: {', '.join(known)}")
+    run_id = run_id or f"maintain-{uuid.uuid4().hex[:8]}"
+    rows: list[dict] = []
+    for table in tables or known:
+        rows += _maintain_table(spark, settings, registry, table, run_id)
+    maintenance_log.record(settings, rows)
+    return rows
+
+
+def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[dict]:
+    writer = registry.writer_of(table)
+    path = settings.layout.table(table)
+    base = {"run_id": run_id, "table": table, "job": writer.id}
+    if not is_delta_table(path):
+        return [_row(base, op, "skipped", "the table does not exist yet") for op in ("optimize", "vacuum")]
+    spec = writer.sink.maintenance
+    rows = []
+    if not spec.optimize:
+        rows.append(_row(base, "optimize", "skipped", "sink.maintenance.optimize is false"))
+    elif writer.sink.mode == "update" and lease.is_held(settings, writer.id):
+        holder = lease.describe_holder(writer.id, lease.read_lease(settings, writer.id))
+        rows.append(_row(base, "optimize", "skipped",
+                         f"{holder}; it upserts (MERGE) into this table, which compaction would conflict with: "
+                         "compacted on a later run"))
+    else:
+        rows.append(_timed(base, "optimize", lambda: _optimize(spark, path)))
+    rows.append(_timed(base, "vacuum", lambda: _vacuum(spark, path, spec.vacuum_retention_hours)))
+    return rows
+
+
+def _optimize(spark: SparkSession, path: Path) -> dict:
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, str(path))
+    before = _version(table)
+    metrics = table.optimize().executeCompaction().first()["metrics"]
+    removed, added = int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+    return {"detail": f"compacted {removed} files into {added}", "files_before": removed, "files_after": added,
+            "version_before": before, "version_after": _version(table)}
+
+
+def _vacuum(spark: SparkSession, path: Path, retention_hours: int) -> dict:
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, str(path))
+    before_files, before = _data_files(path), _version(table)
+    below_default = retention_hours < DELTA_DEFAULT_RETENTION_HOURS
+    if below_default:  # the registry asked for it explicitly: lift Delta's safety check for this call only
+        spark.conf.set(RETENTION_CHECK, "false")
+    try:
+        table.vacuum(float(retention_hours))
+    finally:
+        if below_default:
+            spark.conf.unset(RETENTION_CHECK)
+    after_files = _data_files(path)
+    return {"detail": f"retention {retention_hours} hours: deleted {before_files - after_files} unreferenced files",
+            "files_before": before_files, "files_after": after_files, "version_before": before,
+            "version_after": _version(table)}
+
+
+def _timed(base: dict, operation: str, action) -> dict:
+    started = time.monotonic()
+    try:
+        outcome, fields = "done", action()
+    except Exception as exc:  # one table's failure must not stop the others; it is recorded and reported
+        log.exception("table=%s: %s failed", base["table"], operation)
+        outcome, fields = "failed", {"detail": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+    row = _row(base, operation, outcome, fields.pop("detail"), **fields)
+    row["duration_ms"] = int((time.monotonic() - started) * 1000)
+    log.info("table=%s %s %s: %s", base["table"], operation, outcome, row["detail"])
+    return row
+
+
+def _row(base: dict, operation: str, outcome: str, detail: str, **fields) -> dict:
+    return {"ran_at": datetime.now(UTC), **base, "operation": operation, "outcome": outcome, "detail": detail,
+            "files_before": None, "files_after": None, "version_before": None, "version_after": None,
+            "duration_ms": 0, **fields}
+
+
+def _version(table) -> int:
+    return int(table.history(1).first()["version"])
+
+
+def _data_files(path: Path) -> int:
+    return sum(1 for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts)
+
+
+def render(rows: list[dict]) -> str:
+    """One line per table and operation."""
+    width = max((len(r["table"]) for r in rows), default=5)
+    return "\n".join(f"{r['table']:<{width}}  {r['operation']:<8}  {r['outcome']:<7}  {r['detail']}" for r in rows)
+
+
+def run(settings: Settings, tables: list[str], run_id: str = "") -> int:
+    """Maintain `tables` (default: all) in this process; exit code 1 when an operation failed."""
+    from include.registry import load_registry
+    from include.spark_session import get_spark
+
+    registry = load_registry(settings.registry_path)
+    spark = get_spark(settings, app_name="lakehouse-maintain")
+    rows = maintain(spark, settings, registry, tables or None, run_id)
+    sys.stdout.write(render(rows) + "\n")
+    return 1 if any(r["outcome"] == "failed" for r in rows) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`spark-submit spark_jobs/maintain.py [<table>...] [--run-id ID]` (the lakehouse_maintenance DAG)."""
+    import argparse
+
+    from include.logging_setup import configure_logging
+    from include.ops.launch import report_failure
+    from include.settings import load_settings
+
+    parser = argparse.ArgumentParser(prog="spark_jobs/maintain.py", description=main.__doc__)
+    parser.add_argument("tables", nargs="*")
+    parser.add_argument("--run-id", default="")
+    args = parser.parse_args(argv)
+    settings = load_settings()
+    configure_logging(settings)
+    try:
+        return run(settings, args.tables, args.run_id)
+    except Exception as exc:
+        return report_failure("lakehouse maintain", exc)

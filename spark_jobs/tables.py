@@ -1,0 +1,67 @@
+"""The job's Delta tables through delta-spark: created from the registry, their properties kept in line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
+from include.settings import Settings
+from spark_jobs.transforms import spark_schema
+
+log = logging.getLogger(__name__)
+
+
+def is_delta_table(path: Path) -> bool:
+    return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+
+
+def ensure_table(spark: SparkSession, path: Path, columns: dict[str, str], partition_by: tuple[str, ...] = (),
+                 properties: dict[str, str] | None = None) -> None:
+    """Create the Delta table at `path` (schema, partitioning, properties) unless it exists; an existing
+    one must have the registry's columns, and gets the registry's properties where they differ."""
+    from delta.tables import DeltaTable
+
+    properties = properties or {}
+    if not is_delta_table(path):
+        builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(spark_schema(columns))
+        if partition_by:
+            builder = builder.partitionedBy(*partition_by)
+        for key, value in properties.items():
+            builder = builder.property(key, value)
+        try:
+            builder.execute()
+            log.info("created Delta table %s", path)
+        except Exception:
+            if not is_delta_table(path):  # not a concurrent creation by another job: a real failure
+                raise
+        return
+    table = DeltaTable.forPath(spark, str(path))
+    existing = [f.name for f in table.toDF().schema.fields]
+    if existing != list(columns):
+        raise ValueError(f"Delta table {path} has columns {existing}, the registry declares {list(columns)}; "
+                         "migrate or move the table before running this job")
+    current = table.detail().select("properties").first()["properties"] or {}
+    changed = {k: v for k, v in properties.items() if current.get(k) != v}
+    if changed:
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
+        log.info("Delta table %s: set %s (from the registry)", path, assignments)
+
+
+def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec) -> None:
+    """The job's landing directory and its source and sink tables, created empty where missing."""
+    for source in job.sources:
+        if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
+            settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
+        else:
+            writer = registry.writer_of(source.name)
+            sink = writer.sink if writer and writer.sink.table == source.name else None
+            ensure_table(spark, settings.layout.table(source.name), registry.table_schemas[source.name],
+                         sink.partition_by if sink else (), sink.properties if sink else None)
+    sink = job.sink
+    ensure_table(spark, settings.layout.table(sink.table), job.output_schema, sink.partition_by, sink.properties)
+    if sink.quarantine_table:
+        ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)

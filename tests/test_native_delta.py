@@ -1,0 +1,176 @@
+"""Native Delta Lake through delta-spark: executors write, idempotent per batch in every table, registry
+properties on the tables, delta-rs still reads them, change data feed of an upserted table, maintenance,
+and a checkpoint of the former Python source refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import yaml
+from deltalake import DeltaTable
+
+from include import checkpoints
+from include.generator import DEFAULT_START
+from include.ops import lease
+from include.ops.maintenance_log import MAINTENANCE_TABLE
+from include.registry import Trigger, build_registry
+from include.storage import delta as delta_store
+from spark_jobs.batch_writer import make_batch_writer
+from spark_jobs.maintenance import maintain
+from spark_jobs.runner import run_job
+from spark_jobs.tables import ensure_job_tables
+from spark_jobs.transforms import parse_json
+from tests.support.helpers import generate, run_cli
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+AVAILABLE_NOW = Trigger(available_now=True)
+
+
+def versions(settings, table: str) -> int:
+    return delta_store.latest_version(settings.layout.table(table))
+
+
+def commit_info(settings, table: str, version: int) -> dict:
+    log = settings.layout.table(table) / "_delta_log" / f"{version:020d}.json"
+    return next(json.loads(line)["commitInfo"] for line in log.read_text().splitlines() if "commitInfo" in line)
+
+
+def test_spark_writes_tables_that_carry_the_registry_properties_and_delta_rs_reads(spark, settings, registry):
+    landed = generate(settings, events=600, seed=81, files=4)  # two bronze batches of 2 files
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_1h"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    for table in ("bronze/clickstream", "bronze/clickstream_quarantine", "silver/clickstream", "gold/user_activity_1h"):
+        path = settings.layout.table(table)
+        assert spark.read.format("delta").load(str(path)).count() == delta_store.count_rows(path) > 0, table
+        assert "Apache-Spark" in commit_info(settings, table, versions(settings, table))["engineInfo"], table
+    config = {t: DeltaTable(str(settings.layout.table(t))).metadata().configuration
+              for t in ("bronze/clickstream", "bronze/clickstream_quarantine", "silver/clickstream")}
+    assert config["bronze/clickstream"]["delta.appendOnly"] == "true"
+    assert config["bronze/clickstream_quarantine"]["delta.appendOnly"] == "true"
+    assert config["silver/clickstream"]["delta.enableChangeDataFeed"] == "true"
+    bronze = settings.layout.table("bronze/clickstream")
+    assert delta_store.count_rows(bronze) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine")) == landed.lines
+    with pytest.raises(Exception, match="DELTA_CANNOT_MODIFY_APPEND_ONLY"):  # bronze: raw and complete
+        spark.sql(f"DELETE FROM delta.`{bronze}` WHERE true")
+    # bronze batches commit with the job's app transaction (the last batch is 1); the quarantine too,
+    # in the batches that had malformed lines (an empty side is not written)
+    app_id = f"bronze_clickstream:{checkpoints.query_id(settings.layout.checkpoint('bronze_clickstream'))}"
+    assert delta_store.committed_batch(bronze, app_id) == 1
+    assert delta_store.committed_batch(settings.layout.table("bronze/clickstream_quarantine"), app_id) in (0, 1)
+
+
+def test_a_replayed_batch_writes_nothing_in_either_table_nor_merges_twice(spark, settings, registry, tmp_path):
+    bronze, hourly = registry.job("bronze_clickstream"), registry.job("gold_user_activity_1h")
+    for job in (bronze, hourly):
+        ensure_job_tables(spark, settings, registry, job)
+        checkpoint = settings.layout.checkpoint(job.id)
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "metadata").write_text(json.dumps({"id": f"query-of-{job.id}"}))
+    landed = tmp_path / "lines.jsonl"
+    landed.write_text('{"event_id": "e1", "user_id": "u1", "event_type": "click", "value": 2.0, '
+                      '"event_time": "2026-01-01T00:00:10Z"}\n{not json\n')
+    parsed = parse_json(spark.read.format("text").load(str(landed)), bronze)
+    write = make_batch_writer(settings, bronze)
+    for _ in range(2):  # the second call is the replay of batch 0
+        write(parsed, 0)
+        assert (versions(settings, "bronze/clickstream"), versions(settings, "bronze/clickstream_quarantine")) == (1, 1)
+    assert delta_store.count_rows(settings.layout.table("bronze/clickstream")) == 1
+    assert delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine")) == 1
+
+    windows = spark.sql("SELECT timestamp'2026-01-01 00:00:00' AS window_start, timestamp'2026-01-01 01:00:00' "
+                        "AS window_end, 'u1' AS user_id, 1L AS event_count, 2.0D AS total_value")
+    upsert = make_batch_writer(settings, hourly)
+    upsert(windows, 0)
+    upsert(windows.selectExpr("window_start", "window_end", "user_id", "2L AS event_count", "total_value"), 0)
+    assert versions(settings, "gold/user_activity_1h") == 1  # the replayed MERGE was skipped
+    upsert(windows.selectExpr("window_start", "window_end", "user_id", "3L AS event_count", "total_value"), 1)
+    rows = delta_store.read_table(settings.layout.table("gold/user_activity_1h")).to_pylist()
+    assert [(r["user_id"], r["event_count"]) for r in rows] == [("u1", 3)]
+    assert commit_info(settings, "gold/user_activity_1h", 2)["operation"] == "MERGE"
+
+
+def test_a_job_streams_the_change_feed_of_an_upserted_table(spark, settings, tmp_path):
+    raw = yaml.safe_load(settings.registry_path.read_text())
+    raw["jobs"]["activity_changes"] = {
+        "source": {"table": "gold/user_activity_1h", "watermark": "1 day", "event_time": "window_end",
+                   "read_change_feed": True, "max_bytes_per_trigger": "16 MB"},
+        "transform": {"kind": "deduplicate", "keys": ["window_start", "user_id", "_commit_version", "_change_type"]},
+        "sink": {"table": "gold/user_activity_1h_changes", "mode": "append"},
+    }
+    registry = build_registry(raw)
+    generate(settings, events=400, seed=82, files=2)
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_1h", "activity_changes"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    hourly = str(settings.layout.table("gold/user_activity_1h"))
+    first = versions(settings, "gold/user_activity_1h")
+    snapshot = spark.read.format("delta").option("versionAsOf", first).load(hourly).count()
+    # a new reader starts with the table's snapshot, as inserts
+    assert delta_store.count_rows(settings.layout.table("gold/user_activity_1h_changes")) == snapshot
+    # more events, 15 minutes in: they update the 1-hour windows still open (upserts), which the reader follows
+    generate(settings, events=200, seed=83, files=1, start=DEFAULT_START + timedelta(minutes=15))
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_1h", "activity_changes"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first + 1)
+    changes = changes.load(hourly)
+    kinds = {r["_change_type"] for r in changes.select("_change_type").distinct().collect()}
+    assert {"update_preimage", "update_postimage"} <= kinds
+    written = delta_store.read_table(settings.layout.table("gold/user_activity_1h_changes")).to_pylist()
+    assert len(written) == snapshot + changes.count()
+    assert {r["_change_type"] for r in written} == kinds | {"insert"}
+
+
+def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spark, settings, registry, tmp_path):
+    generate(settings, events=900, seed=84, files=6)  # bronze admits 2 files per batch: 3 commits
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_activity_1h"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    bronze = settings.layout.table("bronze/clickstream")
+    rows_before = delta_store.count_rows(bronze)
+    raw = yaml.safe_load(settings.registry_path.read_text())
+    raw["jobs"]["bronze_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "0 hours"}
+    eager = build_registry(raw)
+
+    held = lease.acquire(settings, "gold_user_activity_1h", trigger="processing-time=10 seconds")
+    try:
+        done = maintain(spark, settings, eager, ["bronze/clickstream", "gold/user_activity_1h"], run_id="m1")
+    finally:
+        held.release()
+    outcome = {(r["table"], r["operation"]): r for r in done}
+    compacted = outcome[("bronze/clickstream", "optimize")]
+    assert compacted["outcome"] == "done" and compacted["files_before"] == 3 and compacted["files_after"] == 1
+    vacuumed = outcome[("bronze/clickstream", "vacuum")]
+    assert vacuumed["outcome"] == "done" and vacuumed["files_after"] == 1 < vacuumed["files_before"]
+    busy = outcome[("gold/user_activity_1h", "optimize")]
+    assert busy["outcome"] == "skipped" and "gold_user_activity_1h" in busy["detail"] and "MERGE" in busy["detail"]
+    assert outcome[("gold/user_activity_1h", "vacuum")]["outcome"] == "done"
+    assert delta_store.count_rows(bronze) == rows_before  # delta-rs reads the compacted table
+    recorded = delta_store.read_table(settings.layout.ops_table(MAINTENANCE_TABLE)).to_pylist()
+    assert {(r["run_id"], r["table"], r["operation"]) for r in recorded} == {("m1", t, o) for t, o in outcome}
+
+    # silver keeps reading bronze after the compaction: the rewrite is no new data
+    generate(settings, events=300, seed=85, files=2, start=DEFAULT_START + timedelta(hours=2))
+    run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
+    run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW)
+    silver = spark.read.format("delta").load(str(settings.layout.table("silver/clickstream")))
+    assert silver.count() == silver.dropDuplicates(["event_id"]).count()
+    with pytest.raises(KeyError, match="unknown table"):
+        maintain(spark, settings, registry, ["gold/nope"])
+
+
+def test_a_checkpoint_of_the_former_python_source_is_refused(settings, lakehouse_env):
+    """What the removed Python Delta source left in its offset log: `{"version": n}` per source."""
+    checkpoint = settings.layout.checkpoint("silver_clickstream")
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"4a1f4c3e-0d4b-4e5e-9a57-2b1f0c9f8e11"}')
+    (checkpoint / "offsets" / "0").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1767225600000,"conf":{"spark.sql.shuffle.partitions":"4"}}\n'
+        '{"version": 3}')
+    assert checkpoints.written_by_python_delta_source(checkpoint)
+    refused = run_cli(["run", "silver_clickstream"], lakehouse_env, timeout=240)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    line = refused.stderr.strip().splitlines()[-1]
+    assert line.startswith("lakehouse run: job 'silver_clickstream': checkpoint ") and "former Python Delta" in line
+    assert "move" in line and "silver/clickstream" in line
+    assert not delta_store.table_exists(settings.layout.table("silver/clickstream"))
