@@ -35,17 +35,20 @@ def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, 
         if query_id is None:
             raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
         app_id = f"{job.id}:{query_id}"
-        batch.persist()  # computed once, written to one or two tables
+        # Computed once, in parallel, into the executors' cache; the writes then read the cache (a write
+        # of `files_per_batch` files needs no shuffle, and an empty side costs no Spark job).
+        batch.persist()
         try:
+            rows_in_batch = batch.count()
             hooks.fire(job.id, "before_commit", batch_id)
-            for table, rows in routes(job, batch):
+            for table, rows in routes(job, batch) if rows_in_batch else []:
                 if rows.isEmpty():
                     continue
                 path = str(settings.layout.table(table))
                 if table == sink.table and sink.mode == "update":
                     merge(rows, path, sink.merge_keys, app_id, batch_id)
                 else:
-                    (rows.repartition(sink.files_per_batch).write.format("delta").mode("append")
+                    (rows.coalesce(sink.files_per_batch).write.format("delta").mode("append")
                      .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
             hooks.fire(job.id, "after_commit", batch_id)
         finally:
