@@ -4,6 +4,7 @@
 - `lakehouse_live`: keeps the live jobs running with their processing-time triggers.
 - `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
 - `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
+- `checkpoint_reset`: manual checkpoint actions (repartition, reset, full refresh), approved by a person.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from include.airflow import load
 from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, job_doc
-from include.airflow.operators import LakehouseSparkSubmitOperator, MaintenanceOperator
+from include.airflow.operators import CheckpointOperator, LakehouseSparkSubmitOperator, MaintenanceOperator
 from include.quality.suites import quality_tables
 
 SETTINGS, REGISTRY = load()
@@ -209,3 +210,105 @@ with DAG(
                             description="Tables to maintain (empty: every table).")},
 ) as maintenance:
     MaintenanceOperator(task_id="optimize_and_vacuum", settings=SETTINGS, doc_md=MAINTENANCE_DOC)
+
+
+CHECKPOINT_DOC = """
+# checkpoint_reset
+
+Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see the README's *Checkpoint
+management*; `lakehouse checkpoint plan` says which one a registry change needs):
+
+- **repartition**: move a job's state to the registry's `shuffle_partitions`; nothing is reprocessed.
+- **reset-checkpoint**: keep the sink table, start a new checkpoint at `from_version`, `from_timestamp`
+  or `from_latest` (the plan says which versions are missed or read again).
+- **full-refresh**: empty the sink tables (a new Delta version; history kept) and rebuild them from all
+  source data; `cascade` rebuilds the downstream jobs too (required when there are any).
+
+Tasks: `plan` validates the form and shows the plans -> `approve`, a person's approval (Browse ->
+Required Actions), only when the mode destroys state and `dry_run` is off -> `stop_live_jobs` (at a batch
+boundary) -> `apply` (`spark-submit spark_jobs/checkpoint.py` on `spark_default`) -> `verify` (every
+plan is `resume` again) -> `restart_live_jobs` -> `audit` (`_ops/checkpoint_audit`: every action, dry
+runs and rejections included). `dry_run` is on by default. Old checkpoints are moved aside as
+`_checkpoints/<job>.reset-<n>`, never deleted in place. A run whose approval is rejected changes nothing.
+"""
+
+with DAG(
+    dag_id="checkpoint_reset",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    max_active_runs=1,
+    default_args={**default_args(SETTINGS), "retries": 0},
+    tags=["lakehouse", "checkpoint", "operations"],
+    doc_md=CHECKPOINT_DOC,
+    params={
+        "jobs": Param([], type="array", examples=list(REGISTRY.order), minItems=1,
+                      items={"type": "string", "enum": list(REGISTRY.order)},
+                      description="Jobs whose checkpoint to act on (at least one)."),
+        "mode": Param("repartition", type="string", enum=["repartition", "reset-checkpoint", "full-refresh"],
+                      description="What to do; `lakehouse checkpoint plan` says what a change needs."),
+        "dry_run": Param(True, type="boolean", description="Say what would happen; change nothing."),
+        "cascade": Param(False, type="boolean", description="full-refresh: rebuild every downstream job too."),
+        "partitions": Param(None, type=["null", "integer"], minimum=1,
+                            description="repartition: the new count (empty: the registry's shuffle_partitions)."),
+        "from_version": Param(None, type=["null", "integer"], minimum=0,
+                              description="reset-checkpoint: start at this version of the job's source table."),
+        "from_timestamp": Param(None, type=["null", "string"],
+                                description="reset-checkpoint: start at the first version committed at or after "
+                                            "this time (e.g. 2026-11-23T10:00:00Z)."),
+        "from_latest": Param(False, type="boolean", description="reset-checkpoint: only what is committed from now."),
+    },
+) as checkpoint_reset:
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    @task(task_id="plan", doc_md="Validates the form and shows the plan of every job the action touches.")
+    def plan(params=None, run_id=None) -> dict:
+        from include.airflow.tasks import checkpoint_plan
+
+        return checkpoint_plan(params or {}, run_id or "")
+
+    @task.branch(task_id="gate", doc_md="A person approves actions that destroy state (unless a dry run).")
+    def gate(planned: dict) -> list[str]:
+        return ["approve", "stop_live_jobs"] if planned["needs_approval"] else ["stop_live_jobs"]
+
+    approve = ApprovalOperator(
+        task_id="approve",
+        subject="Checkpoint {{ params.mode }} of {{ params.jobs | join(', ') }}",
+        body="{{ ti.xcom_pull(task_ids='plan')['markdown'] }}",
+        doc_md="Approve to apply; reject to change nothing (the run records the rejection).",
+    )
+
+    @task(task_id="stop_live_jobs", trigger_rule="none_failed_min_one_success",
+          doc_md="Stops the target jobs that run now, at a batch boundary.")
+    def stop(planned: dict) -> list[str]:
+        from include.airflow.tasks import stop_live_jobs
+
+        return stop_live_jobs(planned)
+
+    apply = CheckpointOperator(task_id="apply", settings=SETTINGS, doc_md=CHECKPOINT_DOC)
+
+    @task(task_id="verify", doc_md="Every target's plan is `resume` again.")
+    def verify(planned: dict) -> str:
+        from include.airflow.tasks import verify_checkpoints
+
+        return verify_checkpoints(planned)
+
+    @task(task_id="restart_live_jobs", trigger_rule="all_done", doc_md="Starts again what `stop_live_jobs` stopped.")
+    def restart(stopped: list[str] | None) -> list[str]:
+        from include.airflow.tasks import restart_live_jobs
+
+        return restart_live_jobs(stopped)
+
+    @task(task_id="audit", trigger_rule="all_done", doc_md="Records and shows the run in `_ops/checkpoint_audit`.")
+    def audit(planned: dict | None, ti=None, run_id=None) -> str:
+        from include.airflow.tasks import audit_checkpoint_run
+
+        states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
+        return audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"))
+
+    planned = plan()
+    stopped = stop(planned)
+    gate(planned) >> [approve, stopped]
+    approve >> stopped
+    restarted = restart(stopped)
+    stopped >> apply >> verify(planned) >> restarted >> audit(planned)

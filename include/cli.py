@@ -13,6 +13,7 @@ from include.logging_setup import configure_logging
 from include.ops.launch import report_failure
 from include.registry import Trigger, load_registry
 from include.settings import Settings, load_settings
+from spark_jobs.checkpoint_actions import ACTION_HELP, add_action_arguments
 from spark_jobs.entrypoint import add_run_arguments, positive_int
 
 log = logging.getLogger("lakehouse")
@@ -71,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     quality_run = quality_sub.add_parser("run", help="validate (new versions of) the gold tables")
     quality_run.add_argument("tables", nargs="*", help="tables such as gold/user_activity_5m (default: all)")
     quality_run.add_argument("--full", action="store_true", help="validate every row, not only new versions")
+
+    checkpoint = sub.add_parser("checkpoint", help="inspect, plan and reset / repartition job checkpoints")
+    checkpoint_sub = checkpoint.add_subparsers(dest="checkpoint_command", required=True)
+    inspect = checkpoint_sub.add_parser("inspect", help="what a job's checkpoint holds (the job may be stopped)")
+    inspect.add_argument("job")
+    inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("--no-state", action="store_true", help="skip the state operators (no Spark started)")
+    plan = checkpoint_sub.add_parser("plan", help="what each job's checkpoint needs after registry changes")
+    plan.add_argument("jobs", nargs="*", help="jobs (default: every job)")
+    plan.add_argument("--json", action="store_true")
+    for mode, text in ACTION_HELP.items():
+        add_action_arguments(checkpoint_sub.add_parser(mode, help=text), mode)
 
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
     maintain.add_argument("tables", nargs="*", help="tables such as bronze/clickstream (default: every table)")
@@ -168,6 +181,35 @@ def cmd_quality(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if report.blocking_failures else 0
 
 
+def cmd_checkpoint(settings: Settings, args: argparse.Namespace) -> int:
+    registry = load_registry(settings.registry_path)
+    if args.checkpoint_command == "plan":
+        from include.checkpoints.plan import plan_job
+
+        plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in args.jobs or registry.order]
+        text = (json.dumps([p.as_dict() for p in plans], indent=2, default=str) if args.json
+                else "\n".join(p.render() for p in plans))
+        sys.stdout.write(text + "\n")
+        return 0
+    if args.checkpoint_command == "inspect":
+        from include.checkpoints import inspect
+
+        job = registry.job(args.job)
+        operators = None
+        if not args.no_state:
+            from include.spark_session import get_spark
+            from spark_jobs.checkpoint_actions import state_operators
+
+            operators = state_operators(get_spark(settings, app_name="lakehouse-inspect"),
+                                        settings.layout.checkpoint(job.id))
+        report = inspect.inspect(settings, registry, job, operators)
+        sys.stdout.write((json.dumps(report, indent=2, default=str) if args.json else inspect.render(report)) + "\n")
+        return 0
+    from spark_jobs.checkpoint_actions import run_action
+
+    return run_action(settings, args)
+
+
 def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
     from spark_jobs.maintenance import run
 
@@ -185,7 +227,7 @@ def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "quality": cmd_quality, "maintain": cmd_maintain,
+    "airflow": cmd_airflow, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
 }
 
 

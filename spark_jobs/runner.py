@@ -5,11 +5,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
 from include import checkpoints
+from include.checkpoints.plan import (
+    PlanRequired,
+    fingerprint,
+    plan_job,
+    read_fingerprint,
+    read_start_position,
+    write_fingerprint,
+)
 from include.ops import lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
 from include.registry import JobSpec, Registry, Trigger
@@ -51,19 +59,27 @@ class RunResult:
 
 
 def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int | None) -> int:
-    """The shuffle partition count for this run; an explicit override may not contradict the checkpoint."""
+    """The shuffle partition count for this run; an explicit override may not contradict the checkpoint
+    (a changed registry value is the checkpoint plan's business: see :func:`require_resume`)."""
     fixed = checkpoints.shuffle_partitions(settings.layout.checkpoint(job.id))
-    wanted = override or job.state_store.shuffle_partitions
-    if fixed is not None and fixed != wanted:
-        message = (
+    if override is not None and fixed is not None and fixed != override:
+        raise CheckpointConflict(
             f"job {job.id!r}: checkpoint {settings.layout.checkpoint(job.id)} has its state in {fixed} shuffle "
-            f"partitions; {wanted} cannot take effect without resetting or repartitioning the checkpoint"
+            f"partitions; {override} cannot take effect without repartitioning the checkpoint "
+            f"(lakehouse checkpoint repartition {job.id} --partitions {override})"
         )
-        if override is not None:
-            raise CheckpointConflict(message)
-        log.warning("%s; running with %d", message, fixed)
-        return fixed
-    return wanted
+    return override or job.state_store.shuffle_partitions
+
+
+def require_resume(settings: Settings, registry: Registry, job: JobSpec) -> None:
+    """Refuse (PlanRequired) to start on a checkpoint whose state depends on another definition of the job;
+    record the fingerprint of a new checkpoint (or of one made before fingerprints were kept)."""
+    checkpoint = settings.layout.checkpoint(job.id)
+    plan = plan_job(job, registry, checkpoint)
+    if plan.mode != "resume":
+        raise PlanRequired(plan)
+    if read_fingerprint(checkpoint) is None or not (checkpoint / "offsets").is_dir():
+        write_fingerprint(checkpoint, fingerprint(job, registry))
 
 
 def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int) -> None:
@@ -110,14 +126,19 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
         stop_requests.clear(settings, job.id)
     refuse_python_source_checkpoint(settings, job)
-    ensure_job_tables(spark, settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
+    job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
+    require_resume(settings, registry, job)
+    ensure_job_tables(spark, settings, registry, job)
     configure_session(spark, job, partitions)
     recorder = recorder_for(spark)
     recorder.track(job.id, settings)
     checkpoint = settings.layout.checkpoint(job.id)
+    starting = None if (checkpoint / "offsets").is_dir() else read_start_position(checkpoint)
+    if starting:
+        log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
-        build_stream(spark, settings, job)
+        build_stream(spark, settings, job, starting)
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)

@@ -33,9 +33,11 @@ def spark_schema(columns: dict[str, str]) -> T.StructType:
     return T.StructType([T.StructField(name, spark_type(ctype)) for name, ctype in columns.items()])
 
 
-def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec) -> DataFrame:
+def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
+                  starting: dict[str, str] | None = None) -> DataFrame:
     """An input stream: landing files (raw lines), or the new commits of a Delta table (Delta's streaming
-    source; its change data feed for an upserted table). Admission limits hold under available-now too."""
+    source; its change data feed for an upserted table). Admission limits hold under available-now too.
+    `starting` (``startingVersion`` / ``startingTimestamp``) positions a Delta source of a new checkpoint."""
     reader = spark.readStream
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
@@ -45,6 +47,8 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec) -
         return reader.format("text").load(str(settings.layout.landing(source.path)))
     if source.read_change_feed:
         reader = reader.option("readChangeFeed", "true")
+    for option, value in (starting or {}).items():
+        reader = reader.option(option, value)
     return reader.format("delta").load(str(settings.layout.table(source.name)))
 
 
@@ -124,7 +128,8 @@ def session_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
     return _aggregate(stream, job, F.session_window(job.source.event_time, gap), "session")
 
 
-def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec) -> DataFrame:
+def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec,
+                starting: dict[str, str] | None = None) -> DataFrame:
     """Stream-stream join of the source (left) with `right`, bounded in event time.
 
     Both sides are watermarked; a right row joins a left row when the keys are equal and its event
@@ -134,7 +139,7 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     spec: StreamJoin = job.transform
     if spec.where:
         left = left.where(spec.where)
-    right = source_stream(spark, settings, spec.right)
+    right = source_stream(spark, settings, spec.right, starting)
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
     condition += [rt >= lt, rt <= lt + F.expr(f"INTERVAL {spec.within_seconds} SECONDS")]
@@ -150,9 +155,10 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     return joined.select(*columns)
 
 
-def build_stream(spark: SparkSession, settings: Settings, job: JobSpec) -> DataFrame:
+def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
+                 starting: dict[str, str] | None = None) -> DataFrame:
     """The job's output stream, ready for its sink."""
-    stream = source_stream(spark, settings, job.source)
+    stream = source_stream(spark, settings, job.source, starting)
     match job.transform:
         case ParseJson():
             return parse_json(stream, job)
@@ -163,5 +169,5 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec) -> DataF
         case SessionAggregate():
             return session_aggregate(stream, job)
         case StreamJoin():
-            return stream_join(spark, settings, stream, job)
+            return stream_join(spark, settings, stream, job, starting)
     raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

@@ -96,7 +96,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     [maintain] = maintenance.tasks
     assert maintain.application.endswith("spark_jobs/maintain.py") and maintain._conn_id == "spark_default"
     assert maintenance.params.get_param("tables").schema["items"]["enum"] == registry.tables_written()
-    for dag in (backfill, live, quality, maintenance):
+    for dag in (backfill, live, quality, maintenance, bag.dags["checkpoint_reset"]):
         assert dag.doc_md and dag.tags and "lakehouse" in dag.tags
         for task in dag.tasks:
             assert task.doc_md and task.owner == "data-platform"
@@ -189,6 +189,114 @@ def test_maintenance_dag_compacts_the_selected_tables(spark, settings, registry,
     assert {(r["table"], r["operation"], r["outcome"], r["run_id"]) for r in done} == {
         ("bronze/clickstream", "optimize", "done", run.run_id), ("bronze/clickstream", "vacuum", "done", run.run_id)}
     assert next(r for r in done if r["operation"] == "optimize")["files_before"] == 2
+
+
+class Approver:
+    """Answers the pending approval of a `dag.test()` run the way the REST API does (Browse -> Required
+    Actions): dag.test() waits for a person, so a test plays that person from a thread."""
+
+    def __init__(self, dag_id: str, option: str):
+        import threading
+
+        self.dag_id, self.option, self.answered = dag_id, option, []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join(timeout=10)
+
+    def _poll(self) -> None:
+        from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+        from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
+        from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import select
+
+        while not self._done.wait(0.5):
+            with create_session() as session:
+                pending = session.execute(
+                    select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index)
+                    .join(HITLDetail, HITLDetail.ti_id == TaskInstance.id)
+                    .where(TaskInstance.dag_id == self.dag_id, HITLDetail.responded_at.is_(None),
+                           TaskInstance.state == TaskInstanceState.AWAITING_INPUT)).first()
+                if pending:
+                    update_hitl_detail(
+                        dag_id=self.dag_id, dag_run_id=pending.run_id, task_id=pending.task_id,
+                        map_index=pending.map_index, session=session,
+                        update_hitl_detail_payload=UpdateHITLDetailPayload(chosen_options=[self.option], params_input={}),
+                        user=SimpleAuthManagerUser(username="test-approver", role="admin"))
+                    self.answered.append(pending.run_id)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, registry, raw, fresh_assets,
+                                                              monkeypatch, tmp_path):
+    import yaml
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    from include import checkpoints
+
+    generate(settings, events=600, seed=55, files=2)
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):
+        run_job(spark, settings, registry, job_id, Trigger(available_now=True))
+    raw["jobs"]["gold_user_activity_5m"]["state_store"] = {"shuffle_partitions": 2}
+    changed = tmp_path / "jobs.yaml"
+    changed.write_text(yaml.safe_dump(raw, sort_keys=False))
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(changed))
+    monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
+    checkpoint = settings.layout.checkpoint("gold_user_activity_5m")
+    gold = settings.layout.table("gold/user_activity_5m")
+
+    def run(conf: dict, answer: str | None = None):
+        dag = dagbag().dags["checkpoint_reset"]
+        if answer is None:
+            return dag.test(run_conf=conf)
+        with Approver("checkpoint_reset", answer) as approver:
+            result = dag.test(run_conf=conf)
+        assert approver.answered == [result.run_id]
+        return result
+
+    def states(result) -> dict:
+        return {ti.task_id: ti.state for ti in result.get_task_instances()}
+
+    def audit(result) -> list[tuple]:
+        rows = delta_store.read_table(settings.layout.ops_table("checkpoint_audit")).to_pylist()
+        return [(r["job"], r["mode"], r["outcome"]) for r in rows if r["actor"] == f"dag:checkpoint_reset/{result.run_id}"]
+
+    dry = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition"})  # dry_run is the default
+    assert dry.state == DagRunState.SUCCESS and states(dry)["approve"] == TaskInstanceState.SKIPPED
+    assert audit(dry) == [("gold_user_activity_5m", "repartition", "dry-run")] and checkpoints.shuffle_partitions(
+        checkpoint) == 4
+
+    moved = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition", "dry_run": False})  # no state destroyed
+    assert moved.state == DagRunState.SUCCESS and states(moved)["approve"] == TaskInstanceState.SKIPPED
+    assert audit(moved) == [("gold_user_activity_5m", "repartition", "done")]
+    assert checkpoints.shuffle_partitions(checkpoint) == 2
+
+    versions = delta_store.latest_version(gold)
+    refresh = {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh", "dry_run": False}
+    rejected = run(refresh, "Reject")
+    assert rejected.state == DagRunState.SUCCESS and states(rejected)["apply"] == TaskInstanceState.SKIPPED
+    assert audit(rejected) == [("gold_user_activity_5m", "full-refresh", "not applied")]
+    assert delta_store.latest_version(gold) == versions
+
+    approved = run(refresh, "Approve")
+    assert approved.state == DagRunState.SUCCESS and states(approved)["verify"] == TaskInstanceState.SUCCESS
+    assert audit(approved) == [("gold_user_activity_5m", "full-refresh", "done")]
+    assert delta_store.latest_version(gold) > versions and settings.layout.archived_checkpoint(
+        "gold_user_activity_5m", 2).is_dir()
+
+    refused = run({"jobs": ["gold_user_activity_5m"], "mode": "reset-checkpoint", "dry_run": False})
+    assert refused.state == DagRunState.FAILED and states(refused)["plan"] == TaskInstanceState.FAILED
 
 
 def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_root):

@@ -32,7 +32,7 @@ def registry_variant(path: Path, **supervision_overrides):
     raw = yaml.safe_load(load_settings().registry_path.read_text())
     raw["jobs"][JOB]["triggers"] = {"live": LIVE_TRIGGER}
     raw["jobs"][JOB]["supervision"] = {"backoff_seconds": 0, "stall_after_seconds": 60, **supervision_overrides}
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return build_registry(raw, path)
 
 

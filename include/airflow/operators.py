@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from include.ops.launch import MAINTAIN_ENTRY, SUBMIT_ENTRY, ExitCode, job_submit_kwargs, submit_kwargs
+from include.ops.launch import (
+    CHECKPOINT_ENTRY,
+    MAINTAIN_ENTRY,
+    SUBMIT_ENTRY,
+    ExitCode,
+    job_submit_kwargs,
+    submit_kwargs,
+)
 from include.settings import Settings
 
 
@@ -59,4 +66,19 @@ class MaintenanceOperator(SparkSubmitOperator):
     def execute(self, context):
         tables = list((context.get("params") or {}).get("tables") or [])
         self.application_args = [*tables, "--run-id", str(context.get("run_id") or "")]
+        return super().execute(context)
+
+
+class CheckpointOperator(SparkSubmitOperator):
+    """spark-submit of a checkpoint action (`spark_jobs/checkpoint.py`) with the arguments the `plan` task
+    built from the run's params, and the run as the audited actor."""
+
+    def __init__(self, *, settings: Settings, plan_task_id: str = "plan", **kwargs):
+        super().__init__(application=str(CHECKPOINT_ENTRY), **submit_kwargs(settings, "lakehouse-checkpoint", []),
+                         **kwargs)
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context):
+        planned = context["ti"].xcom_pull(task_ids=self.plan_task_id)
+        self.application_args = [*planned["args"], "--actor", planned["actor"]]
         return super().execute(context)

@@ -47,4 +47,120 @@ def supervise(job_id: str, params: dict | None = None, run_id: str = "") -> str:
     action = supervise_job(settings, registry, job_id, run_id=run_id)
     if action == "gave_up":
         raise RuntimeError(f"{job_id}: too many consecutive restarts; see {settings.layout.job_log(job_id)}")
+    if action == "blocked":
+        raise RuntimeError(f"{job_id}: not started, its checkpoint needs a person first: "
+                           f"`lakehouse checkpoint plan {job_id}` says what and how")
     return action
+
+
+def checkpoint_plan(params: dict, run_id: str) -> dict:
+    """`checkpoint_reset`'s first task: validate the form, plan each job; what the other tasks need."""
+    from include.checkpoints.plan import downstream_jobs, plan_job
+    from spark_jobs.checkpoint_actions import APPLIED_MODES, DESTRUCTIVE
+
+    settings, registry = load()
+    jobs, mode = list(params.get("jobs") or []), params.get("mode")
+    if not jobs:
+        raise ValueError("choose at least one job in the 'jobs' param")
+    unknown = [j for j in jobs if j not in registry.jobs]
+    if unknown or mode not in APPLIED_MODES:
+        raise ValueError(f"unknown job(s) {unknown} or mode {mode!r}; jobs: {', '.join(registry.order)}; modes: "
+                         f"{', '.join(APPLIED_MODES)}")
+    args = [mode, *jobs]
+    if params.get("dry_run", True):
+        args.append("--dry-run")
+    if mode == "full-refresh" and params.get("cascade"):
+        args.append("--cascade")
+    if mode == "repartition" and params.get("partitions"):
+        args += ["--partitions", str(int(params["partitions"]))]
+    if mode == "reset-checkpoint":
+        positions = [(k, params.get(k)) for k in ("from_version", "from_timestamp") if params.get(k) is not None]
+        positions += [("from_latest", True)] if params.get("from_latest") else []
+        if len(positions) != 1:
+            raise ValueError("reset-checkpoint needs exactly one of from_version, from_timestamp, from_latest")
+        name, value = positions[0]
+        args += [f"--{name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    targets = list(jobs)
+    if mode == "full-refresh" and params.get("cascade"):
+        targets += [d for j in jobs for d in downstream_jobs(registry, j) if d not in targets]
+    plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in targets]
+    markdown = "\n\n".join(f"```\n{p.render()}\n```" for p in plans)
+    dry_run = bool(params.get("dry_run", True))
+    summary = (f"**{mode}** of {', '.join(targets)}" + (" (dry run: nothing changes)" if dry_run else "")
+               + f"\n\nCurrent plans:\n\n{markdown}")
+    log.info("%s", summary)
+    return {"mode": mode, "targets": targets, "args": args, "dry_run": dry_run, "markdown": summary,
+            "needs_approval": mode in DESTRUCTIVE and not dry_run, "actor": f"dag:checkpoint_reset/{run_id}"}
+
+
+def stop_live_jobs(planned: dict) -> list[str]:
+    """Stop (at a batch boundary) the target jobs that run now; the ones stopped are restarted at the end."""
+    from include.ops import lease, processes
+
+    if planned["dry_run"]:
+        return []
+    settings, _ = load()
+    stopped = []
+    for job_id in planned["targets"]:
+        if lease.is_held(settings, job_id):
+            if not processes.stop_job(settings, job_id, f"checkpoint {planned['mode']} by {planned['actor']}",
+                                      wait_seconds=settings.stop_grace_seconds):
+                raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
+            stopped.append(job_id)
+    return stopped
+
+
+def verify_checkpoints(planned: dict) -> str:
+    """After the action: every target's plan is `resume` again (a dry run changed nothing to verify)."""
+    from include.checkpoints import inspect
+
+    if planned["dry_run"]:
+        return "dry run: nothing to verify"
+    settings, registry = load()
+    lines = []
+    for job_id in planned["targets"]:
+        report = inspect.inspect(settings, registry, registry.job(job_id))
+        if report["plan"]["mode"] != "resume":
+            raise RuntimeError(f"{job_id}: after {planned['mode']} its plan is still {report['plan']['mode']}")
+        lines.append(f"{job_id}: resume; last committed batch {report['last_committed_batch']}, shuffle partitions "
+                     f"{report['shuffle_partitions']['recorded']}")
+    log.info("%s", "\n".join(lines))
+    return "\n".join(lines)
+
+
+def restart_live_jobs(stopped: list[str] | None) -> list[str]:
+    """Start again the jobs `stop_live_jobs` stopped (whatever happened in between)."""
+    from include.ops import processes
+
+    settings, registry = load()
+    for job_id in stopped or []:
+        processes.start_job(settings, registry, job_id)
+    return list(stopped or [])
+
+
+def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str]) -> str:
+    """The run's `_ops/checkpoint_audit` rows; a run that applied nothing (rejected, or a task failed before
+    the action) gets one row per job saying so. Fails when a task of the run failed."""
+    from datetime import UTC, datetime
+
+    from include.ops import checkpoint_audit
+    from include.storage import delta as delta_store
+
+    settings, _ = load()
+    if planned is None:
+        raise RuntimeError(f"the run's inputs were refused: see the plan task's log ({', '.join(failed_tasks)})")
+    path = settings.layout.ops_table(checkpoint_audit.AUDIT_TABLE)
+    rows = [r for r in delta_store.read_table(path).to_pylist() if r["actor"] == planned["actor"]] \
+        if delta_store.table_exists(path) else []
+    if not rows:
+        reason = f"failed before the action: {', '.join(failed_tasks)}" if failed_tasks else "rejected by a person"
+        rows = [{"at": datetime.now(UTC), "actor": planned["actor"], "job": job, "mode": planned["mode"],
+                 "dry_run": planned["dry_run"], "outcome": "not applied", "detail": reason, "plan": "",
+                 "batch_before": None, "batch_after": None, "versions_before": None, "versions_after": None,
+                 "archived_to": None} for job in planned["targets"]]
+        checkpoint_audit.record(settings, rows)
+    summary = "\n".join(f"{r['job']}: {r['mode']} {r['outcome']}: {r['detail']}" for r in rows)
+    log.info("%s", summary)
+    if failed_tasks:
+        raise RuntimeError(f"tasks failed: {', '.join(failed_tasks)}\n{summary}")
+    return summary

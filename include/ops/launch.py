@@ -22,6 +22,7 @@ from include.settings import REPO_ROOT, Settings
 SPARK_CONN_ID = "spark_default"
 SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"  # a job: <job> --trigger <trigger>
 MAINTAIN_ENTRY = REPO_ROOT / "spark_jobs" / "maintain.py"  # table maintenance: [<table>...] [--run-id ID]
+CHECKPOINT_ENTRY = REPO_ROOT / "spark_jobs" / "checkpoint.py"  # checkpoint actions: <mode> <job>... [options]
 
 
 class ExitCode(IntEnum):

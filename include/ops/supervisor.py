@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from include.checkpoints.plan import plan_job
 from include.ops import lease
 from include.ops.alerts import record_alert
 from include.ops.bookkeeping import read_state, update_state
@@ -23,7 +24,7 @@ from include.settings import Settings
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "refused", "stopped")
+ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "refused", "stopped", "blocked")
 CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
 
 
@@ -33,7 +34,8 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     healthy; started (was not running: never started, or stopped cleanly); restarted (crashed, or
     stalled and ended first); backing_off (restart not allowed yet); gave_up (max_restarts
     consecutive restarts done); alerted (unhealthy, alert-only policy or a problem a restart does
-    not fix); refused (another writer holds the lease); stopped (stopped by request, stays so).
+    not fix); refused (another writer holds the lease); stopped (stopped by request, stays so);
+    blocked (not running, and its checkpoint plan is not `resume`: a person must apply it first).
     """
     job = registry.job(job_id)
     policy = job.supervision
@@ -70,15 +72,20 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
         reason = (f"stalled (pid {health.pid}): no heartbeat for {health.heartbeat_age_seconds or 0:.0f}s"
                   + (f", also {', '.join(p for p in health.problems if p != 'stalled')}"
                      if len(health.problems) > 1 else ""))
-    elif health.heartbeat is None or status in CLEAN_STATUSES:
-        try:
-            pid = start_job(settings, registry, job_id)
-        except lease.LeaseHeld as refused:
-            alert(f"start refused: {refused}", "info")
-            return "refused"
-        alert(f"not running ({'never started' if status is None else status}); started as pid {pid}", "info")
-        return "started"
     else:
+        plan = plan_job(job, registry, settings.layout.checkpoint(job_id))
+        if plan.mode != "resume":
+            alert(f"not started: its checkpoint plan is {plan.mode} ({', '.join(c.field for c in plan.changes)} "
+                  f"changed in the registry); apply it with `{plan.command}` first")
+            return "blocked"
+        if health.heartbeat is None or status in CLEAN_STATUSES:
+            try:
+                pid = start_job(settings, registry, job_id)
+            except lease.LeaseHeld as refused:
+                alert(f"start refused: {refused}", "info")
+                return "refused"
+            alert(f"not running ({'never started' if status is None else status}); started as pid {pid}", "info")
+            return "started"
         reason = f"not running: crashed (last heartbeat status {status!r}, batch {health.last_batch_id})"
 
     if policy.on_down != "restart":

@@ -180,7 +180,8 @@ def _validate_job(
         problems.append(f"{where}: must be a mapping")
         return None, None
     unknown = set(job) - {
-        "description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision", "quality"
+        "description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision", "quality",
+        "reset_allowed",
     }
     if unknown:
         problems.append(f"{where}: unknown fields {sorted(unknown)}")
@@ -219,10 +220,18 @@ def _validate_job(
         state_store=state_store,
         output_schema=output_schema,
         live=bool(job.get("live", True)),
+        reset_allowed=_flag(where, "reset_allowed", job.get("reset_allowed", True), problems),
         supervision=supervision,
         quality=quality,
     )
     return spec, output_schema
+
+
+def _flag(where: str, name: str, value: Any, problems: list[str]) -> bool:
+    if not isinstance(value, bool):
+        problems.append(f"{where}: {name}: must be true or false, got {value!r}")
+        return True
+    return value
 
 
 def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:

@@ -159,6 +159,7 @@ class JobSpec:
     output_schema: dict[str, str]
     live: bool
     supervision: SupervisionSpec = SupervisionSpec()
+    reset_allowed: bool = True  # false: `lakehouse checkpoint` refuses full-refresh and reset-checkpoint
     quality: QualitySpec = QualitySpec()
 
     @property

@@ -4,6 +4,7 @@
     <layer>/<table>/              Delta tables (registry table names such as `bronze/clickstream`)
     _checkpoints/<job>/           a job's Structured Streaming checkpoint
     _checkpoints/<job>.lease      its one-writer lease (beside the checkpoint: a reset keeps it)
+    _checkpoints/<job>.reset-<n>/ a checkpoint a reset moved aside (numbered; never deleted in place)
     _ops/<table>/                 operational Delta tables (query_progress, alerts, dq_results)
     _ops/heartbeats/<job>.json    a running job's heartbeat
     _ops/stop_requests/<job>.json a request to stop at the next batch boundary
@@ -34,6 +35,15 @@ class Layout:
 
     def checkpoint(self, job_id: str) -> Path:
         return self.root / "_checkpoints" / job_id
+
+    def archived_checkpoint(self, job_id: str, number: int) -> Path:
+        return self.root / "_checkpoints" / f"{job_id}.reset-{number}"
+
+    def archived_checkpoints(self, job_id: str) -> list[Path]:
+        """The checkpoints resets moved aside, oldest first."""
+        found = (self.root / "_checkpoints").glob(f"{job_id}.reset-*")
+        return sorted((p for p in found if p.name.rsplit("-", 1)[1].isdigit()),
+                      key=lambda p: int(p.name.rsplit("-", 1)[1]))
 
     def lease(self, job_id: str) -> Path:
         return self.root / "_checkpoints" / f"{job_id}.lease"

@@ -1,0 +1,197 @@
+"""What a job's checkpoint depends on (its fingerprint), and what a change to the registry needs.
+
+When a job's checkpoint is created, the job records the fingerprint of its stateful definition in
+`<checkpoint>/lakehouse_fingerprint.json`. Before every start the fingerprint is compared with the
+registry and each changed field is classified:
+
+- ``resume``: nothing stateful changed (admission limits, triggers, supervision, quality, docs);
+- ``repartition``: only the shuffle partitions (the state is partitioned by them): the state can be
+  moved to the new count offline, nothing is reprocessed;
+- ``reset-checkpoint``: an input was replaced (another table or landing path, its change feed, its
+  partitioning): keep the sink table, start a new checkpoint at a chosen source position;
+- ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, output schema, the sink:
+  state and table must be rebuilt from all source data, and so must every job downstream.
+
+The plan's mode is the most demanding one among the changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from include.registry import JobSpec, Registry, StreamJoin
+
+MODES = ("resume", "repartition", "reset-checkpoint", "full-refresh")
+FINGERPRINT_FILE = "lakehouse_fingerprint.json"
+START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
+FINGERPRINT_VERSION = 1
+
+# fingerprint field -> (mode its change needs, why)
+FIELDS: dict[str, tuple[str, str]] = {
+    "kind": ("full-refresh", "the transform kind decides what the state holds"),
+    "transform": ("full-refresh", "keys, windows, gap, join or aggregations shape the state and the rows"),
+    "watermarks": ("full-refresh", "the watermark decides which rows are dropped as late and when state is evicted"),
+    "output_schema": ("full-refresh", "the state and the sink table hold rows of this schema"),
+    "sink": ("full-refresh", "the sink table, its mode, merge keys or partitioning changed"),
+    "sources": ("reset-checkpoint", "an input was replaced: the checkpoint's offsets point into another input"),
+    "shuffle_partitions": ("repartition", "the state is partitioned by the shuffle partitions"),
+}
+
+
+def fingerprint(job: JobSpec, registry: Registry) -> dict[str, Any]:
+    """The parts of `job`'s definition its checkpoint (offsets and state) depends on."""
+    transform = {k: v for k, v in asdict(job.transform).items() if k != "right"}
+    if isinstance(job.transform, StreamJoin):
+        transform["right"] = job.transform.right.name
+    sources = []
+    for source in job.sources:
+        writer = registry.writer_of(source.name) if source.kind == "delta" else None
+        sources.append({"kind": source.kind, "name": source.name, "path": source.path,
+                        "read_change_feed": source.read_change_feed,
+                        "partition_by": list(writer.sink.partition_by) if writer else []})
+    return {
+        "kind": job.transform.kind,
+        "transform": json.loads(json.dumps(transform)),
+        "watermarks": {s.name: {"event_time": s.event_time, "seconds": s.watermark_seconds} for s in job.sources},
+        "output_schema": dict(job.output_schema),
+        "sink": {"table": job.sink.table, "mode": job.sink.mode, "merge_keys": list(job.sink.merge_keys),
+                 "partition_by": list(job.sink.partition_by), "quarantine_table": job.sink.quarantine_table},
+        "sources": sources,
+        # the state is partitioned by it; a stateless job has no state to move
+        "shuffle_partitions": job.state_store.shuffle_partitions if job.stateful else None,
+    }
+
+
+def fingerprint_path(checkpoint: Path) -> Path:
+    return Path(checkpoint) / FINGERPRINT_FILE
+
+
+def read_fingerprint(checkpoint: Path) -> dict[str, Any] | None:
+    """The recorded fingerprint, or None for a checkpoint made before fingerprints were kept."""
+    path = fingerprint_path(checkpoint)
+    try:
+        return json.loads(path.read_text())["fingerprint"]
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is corrupt ({exc}); it records what the checkpoint depends on: move the "
+                         "checkpoint aside and rebuild the job, or restore the file") from exc
+
+
+def write_fingerprint(checkpoint: Path, print_: dict[str, Any]) -> None:
+    path = fingerprint_path(checkpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"version": FINGERPRINT_VERSION, "fingerprint": print_}, indent=2, sort_keys=True))
+    tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class Change:
+    field: str
+    before: Any
+    after: Any
+    mode: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: str
+    mode: str
+    changes: tuple[Change, ...] = ()
+    downstream: tuple[str, ...] = ()  # jobs that must follow a full refresh
+    note: str = ""
+
+    @property
+    def command(self) -> str:
+        """The command that applies the plan ('' for resume)."""
+        if self.mode == "resume":
+            return ""
+        extra = ""
+        if self.mode == "repartition":
+            extra = f" --partitions {next(c.after for c in self.changes if c.field == 'shuffle_partitions')}"
+        cascade = " --cascade" if self.downstream else ""
+        return f"lakehouse checkpoint {self.mode} {self.job}{extra}{cascade}"
+
+    def render(self) -> str:
+        lines = [f"{self.job}: {self.mode}" + (f" ({self.note})" if self.note else "")]
+        for change in self.changes:
+            lines.append(f"  - {change.field}: {_short(change.before)} -> {_short(change.after)}: {change.mode}, "
+                         f"{change.reason}")
+        if self.downstream:
+            lines.append(f"  downstream jobs to rebuild too: {', '.join(self.downstream)}")
+        if self.command:
+            lines.append(f"  apply with: {self.command}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "command": self.command}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[str, Any] | None = None,
+             pinned_partitions: int | None = None) -> Plan:
+    """The plan for starting `job` on `checkpoint` with the registry as it is now.
+
+    `recorded` is the checkpoint's fingerprint (read from it when None); `pinned_partitions` the shuffle
+    partitions Spark pinned in its offset log (for checkpoints made before fingerprints were kept).
+    """
+    from include import checkpoints
+
+    if not (Path(checkpoint) / "offsets").is_dir():
+        return Plan(job.id, "resume", note="no checkpoint yet: the job starts from the beginning of its inputs")
+    recorded = recorded if recorded is not None else read_fingerprint(checkpoint)
+    current = fingerprint(job, registry)
+    pinned = pinned_partitions if pinned_partitions is not None else checkpoints.shuffle_partitions(checkpoint)
+    note = ""
+    if recorded is None:  # an older checkpoint: only what Spark pinned can be compared
+        recorded = {**current, "shuffle_partitions": pinned if job.stateful and pinned else current["shuffle_partitions"]}
+        note = "checkpoint without a fingerprint: only its shuffle partitions were compared"
+    changes = tuple(
+        Change(name, recorded.get(name), current[name], *FIELDS[name])
+        for name in FIELDS if recorded.get(name) != current[name]
+    )
+    mode = max((c.mode for c in changes), key=MODES.index, default="resume")
+    downstream = tuple(downstream_jobs(registry, job.id)) if mode == "full-refresh" else ()
+    return Plan(job.id, mode, changes, downstream, note)
+
+
+def downstream_jobs(registry: Registry, job_id: str) -> list[str]:
+    """Every job that reads, directly or not, a table `job_id` writes (dependency order)."""
+    affected = {job_id}
+    for other in registry.order:
+        if other != job_id and affected & set(registry.upstream(other)):
+            affected.add(other)
+    return [j for j in registry.order if j in affected and j != job_id]
+
+
+class PlanRequired(ValueError):
+    """A job whose plan is not `resume` may not start: the message is the plan and its command."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        super().__init__(
+            f"job {plan.job!r} cannot resume its checkpoint: the registry changed what its state depends on; "
+            f"apply the plan with `{plan.command}` first\n{plan.render()}"
+        )
+
+
+def read_start_position(checkpoint: Path) -> dict[str, str] | None:
+    """Delta source options (startingVersion / startingTimestamp) a reset left for a new checkpoint."""
+    try:
+        return json.loads((Path(checkpoint) / START_FILE).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write_start_position(checkpoint: Path, options: dict[str, str]) -> None:
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    (Path(checkpoint) / START_FILE).write_text(json.dumps(options))
