@@ -1,5 +1,5 @@
 """Benchmark: the same streaming query (bronze: landing JSON -> parsed rows, available-now, the registry's
-admission limit) written by the project's Delta sink (foreachBatch, idempotent Delta appends by the
+backfill admission) written by the project's Delta sink (foreachBatch, idempotent Delta appends by the
 executors) and by Spark's own parquet file sink, in one run and one SparkSession.
 
     .venv/bin/python bench/delta_sink_vs_parquet.py [--events 1000000] [--files 20]
@@ -33,7 +33,7 @@ JOB = "bronze_clickstream"
 def parquet_sink(spark, settings, registry) -> int:
     """The job's query into Spark's parquet sink (good rows only, as the Delta sink's main table)."""
     job = registry.job(JOB)
-    stream = build_stream(spark, settings, job).where("_quarantine_reason IS NULL").select(*job.output_schema)
+    stream = build_stream(spark, settings, job, available_now=True).where("_quarantine_reason IS NULL").select(*job.output_schema)
     out = settings.root / "parquet_bronze"
     query = (stream.writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(settings.root / "_checkpoints" / "parquet"))
@@ -68,7 +68,7 @@ def main() -> None:
 
     result = {
         "events": args.events, "files": args.files,
-        "max_files_per_trigger": registry.job(JOB).source.max_files_per_trigger,
+        "admission": vars(registry.job(JOB).source.admission(available_now=True)),
         "parquet_sink_seconds": round(parquet_seconds, 1),
         "delta_sink_seconds": round(delta_seconds, 1),
         "ratio": round(delta_seconds / parquet_seconds, 2),

@@ -19,6 +19,7 @@ from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, job_doc
 from include.airflow.operators import CheckpointOperator, LakehouseSparkSubmitOperator, MaintenanceOperator
 from include.quality.suites import quality_tables
+from include.registry import MAX_SHUFFLE_PARTITIONS
 
 SETTINGS, REGISTRY = load()
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
@@ -223,6 +224,9 @@ management*; `lakehouse checkpoint plan` says which one a registry change needs)
   or `from_latest` (the plan says which versions are missed or read again).
 - **full-refresh**: empty the sink tables (a new Delta version; history kept) and rebuild them from all
   source data; `cascade` rebuilds the downstream jobs too (required when there are any).
+- **rollback** (one job, `to_batch`): restore the job's tables (Delta RESTORE) and checkpoint to what batch
+  `to_batch` committed (`_ops/batch_ledger`); the next run re-runs the later batches on the same input.
+  Refused while a downstream job has read what it would undo (roll that job back first).
 
 Tasks: `plan` validates the form and shows the plans -> `approve`, a person's approval (Browse ->
 Required Actions), only when the mode destroys state and `dry_run` is off -> `stop_live_jobs` (at a batch
@@ -245,18 +249,23 @@ with DAG(
         "jobs": Param([], type="array", examples=list(REGISTRY.order), minItems=1,
                       items={"type": "string", "enum": list(REGISTRY.order)},
                       description="Jobs whose checkpoint to act on (at least one)."),
-        "mode": Param("repartition", type="string", enum=["repartition", "reset-checkpoint", "full-refresh"],
+        "mode": Param("repartition", type="string", enum=["repartition", "reset-checkpoint", "full-refresh",
+                                                          "rollback"],
                       description="What to do; `lakehouse checkpoint plan` says what a change needs."),
         "dry_run": Param(True, type="boolean", description="Say what would happen; change nothing."),
         "cascade": Param(False, type="boolean", description="full-refresh: rebuild every downstream job too."),
-        "partitions": Param(None, type=["null", "integer"], minimum=1,
-                            description="repartition: the new count (empty: the registry's shuffle_partitions)."),
+        "partitions": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_SHUFFLE_PARTITIONS,
+                            description="repartition: the new count, at most "
+                                        f"{MAX_SHUFFLE_PARTITIONS} (empty: the registry's shuffle_partitions)."),
         "from_version": Param(None, type=["null", "integer"], minimum=0,
                               description="reset-checkpoint: start at this version of the job's source table."),
         "from_timestamp": Param(None, type=["null", "string"],
                                 description="reset-checkpoint: start at the first version committed at or after "
                                             "this time (e.g. 2026-11-23T10:00:00Z)."),
         "from_latest": Param(False, type="boolean", description="reset-checkpoint: only what is committed from now."),
+        "to_batch": Param(None, type=["null", "integer"], minimum=0,
+                          description="rollback (one job): the batch whose checkpoint and table versions to restore "
+                                      "(`lakehouse checkpoint inspect <job>` lists the batches kept)."),
     },
 ) as checkpoint_reset:
     from airflow.providers.standard.operators.hitl import ApprovalOperator

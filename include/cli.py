@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings()
+        settings.require_writable_root()
     except ValueError as exc:
         sys.stderr.write(f"lakehouse: {exc}\n")
         return 2

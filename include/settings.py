@@ -53,6 +53,16 @@ class Settings:
         """Where everything lives under the root."""
         return Layout(self.root)
 
+    def require_writable_root(self) -> None:
+        """Raise ValueError naming LAKEHOUSE_ROOT unless it is (or can be made) a writable directory."""
+        existing = next(p for p in (self.root, *self.root.parents) if p.exists())
+        if not existing.is_dir():
+            raise ValueError(f"LAKEHOUSE_ROOT={self.root}: {existing} is a file, not a directory; point "
+                             "LAKEHOUSE_ROOT at a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ValueError(f"LAKEHOUSE_ROOT={self.root}: {existing} is not writable by this user "
+                             f"(uid {os.getuid()}); fix its permissions or choose another directory")
+
 
 def load_settings() -> Settings:
     """Read the environment into a :class:`Settings`."""

@@ -16,10 +16,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from include import checkpoints
+from include.ops import batch_ledger
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
-from spark_jobs import hooks
-from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE
+from spark_jobs import hooks, landing
+from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, spark_schema
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -31,18 +32,17 @@ def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, 
     sink = job.sink
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        query_id = checkpoints.query_id(checkpoint)
-        if query_id is None:
+        app_id = checkpoints.writer_app_id(checkpoint, job.id)
+        if app_id is None:
             raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
-        app_id = f"{job.id}:{query_id}"
         # Computed once, in parallel, into the executors' cache; the writes then read the cache (a write
         # of `files_per_batch` files needs no shuffle, and an empty side costs no Spark job).
         batch.persist()
         try:
-            rows_in_batch = batch.count()
+            rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # the pass that fills the cache
             hooks.fire(job.id, "before_commit", batch_id)
-            for table, rows in routes(job, batch) if rows_in_batch else []:
-                if rows.isEmpty():
+            for table, rows in routes(job, batch, unread):
+                if not rows_per_table.get(table):
                     continue
                 path = str(settings.layout.table(table))
                 if table == sink.table and sink.mode == "update":
@@ -50,6 +50,7 @@ def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, 
                 else:
                     (rows.coalesce(sink.files_per_batch).write.format("delta").mode("append")
                      .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+            batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
             hooks.fire(job.id, "after_commit", batch_id)
         finally:
             batch.unpersist()
@@ -73,8 +74,19 @@ def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_
         spark.conf.unset(TXN_VERSION)
 
 
-def routes(job: JobSpec, batch: DataFrame) -> list[tuple[str, DataFrame]]:
-    """The batch's rows per table: a parse_json batch splits into the quarantine table and the sink."""
+def count_routes(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: int) -> tuple[dict[str, int], list[dict]]:
+    """Rows per table of `batch`, counted in one Spark job, and for a landing batch the quarantine rows of
+    lines too long to read (spark_jobs.landing)."""
+    if not job.sink.quarantine_table:
+        return {job.sink.table: batch.count()}, []
+    good_rows, bad_rows, bytes_read = landing.tally(batch, F.col(QUARANTINE_REASON).isNull())
+    unread = landing.unread_lines(settings, job, batch_id, bytes_read)
+    return {job.sink.table: good_rows, job.sink.quarantine_table: bad_rows + len(unread)}, unread
+
+
+def routes(job: JobSpec, batch: DataFrame, unread: list[dict] | None = None) -> list[tuple[str, DataFrame]]:
+    """The batch's rows per table: a parse_json batch splits into the quarantine table (plus `unread`,
+    rows for lines too long to read) and the sink."""
     columns = list(job.output_schema)
     if not job.sink.quarantine_table:
         return [(job.sink.table, batch.select(*columns))]
@@ -82,4 +94,7 @@ def routes(job: JobSpec, batch: DataFrame) -> list[tuple[str, DataFrame]]:
     quarantined = batch.where(bad).select(
         F.col(RAW_LINE).alias("raw_line"), "_source_file", F.col(QUARANTINE_REASON).alias("reason"), "_ingested_at"
     ).select(*QUARANTINE_SCHEMA)
+    if unread:
+        quarantined = quarantined.unionByName(
+            batch.sparkSession.createDataFrame(unread, spark_schema(dict(QUARANTINE_SCHEMA))))
     return [(job.sink.quarantine_table, quarantined), (job.sink.table, batch.where(~bad).select(*columns))]

@@ -1,5 +1,5 @@
 """Applying checkpoint plans (`lakehouse checkpoint <mode> <job>...`): full-refresh, reset-checkpoint,
-repartition; and reading the state operators for `lakehouse checkpoint inspect`.
+repartition, rollback (spark_jobs/rollback.py); and reading the state operators for `lakehouse checkpoint inspect`.
 
 Guardrails: nothing is touched while a target job holds its lease (the holder is named); a job with
 `reset_allowed: false` refuses the destructive modes; a full refresh whose downstream jobs would be left
@@ -31,6 +31,7 @@ from include.checkpoints.plan import (
 from include.ops import checkpoint_audit, lease
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
+from spark_jobs import rollback
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,9 +42,10 @@ ACTION_HELP = {
     "full-refresh": "empty the sink tables (history kept), new checkpoint, reprocess all source data",
     "reset-checkpoint": "keep the sink table, new checkpoint at a source position",
     "repartition": "move the state to the registry's shuffle partitions (nothing reprocessed)",
+    "rollback": "checkpoint and tables back to what batch B committed (_ops/batch_ledger); a re-run repeats it",
 }
 APPLIED_MODES = tuple(ACTION_HELP)
-DESTRUCTIVE = ("full-refresh", "reset-checkpoint")
+DESTRUCTIVE = ("full-refresh", "reset-checkpoint", "rollback")
 
 
 class ActionRefused(ValueError):
@@ -60,6 +62,7 @@ class Request:
     from_version: int | None = None
     from_timestamp: str | None = None
     from_latest: bool = False
+    to_batch: int | None = None
     keep: int = 5
     actor: str = ""
 
@@ -79,21 +82,21 @@ def apply(spark: SparkSession | None, settings: Settings, registry: Registry, re
         raise ActionRefused(f"unknown mode {request.mode!r} (known: {', '.join(APPLIED_MODES)})")
     jobs = _targets(registry, request)
     for job_id in jobs:
-        _check_allowed(settings, registry.job(job_id), request)
+        _check_allowed(settings, registry, registry.job(job_id), request)
     actor = request.actor or checkpoint_audit.default_actor()
     rows = [_audit_row(settings, registry, registry.job(j), request, actor) for j in jobs]
     if request.dry_run:
         for row in rows:
             running = " (it runs now: it must be stopped first)" if lease.is_held(settings, row["job"]) else ""
             row.update(outcome="dry-run",
-                       detail=f"would {_describe(settings, registry.job(row['job']), request)}{running}")
+                       detail=f"would {_describe(settings, registry, registry.job(row['job']), request)}{running}")
         checkpoint_audit.record(settings, rows)
         return rows
     try:
         for row in rows:
             job = registry.job(row["job"])
-            row["detail"] = _describe(settings, job, request)
-            row["archived_to"] = str(_reset(spark, settings, job, request))
+            row["detail"] = _describe(settings, registry, job, request)
+            row["archived_to"] = str(_reset(spark, settings, registry, job, request))
         if request.mode == "full-refresh":  # rebuild, upstream first, from all source data
             from spark_jobs.runner import run_job
 
@@ -125,7 +128,7 @@ def _targets(registry: Registry, request: Request) -> list[str]:
     return [j for j in registry.order if j in jobs]
 
 
-def _check_allowed(settings: Settings, job: JobSpec, request: Request) -> None:
+def _check_allowed(settings: Settings, registry: Registry, job: JobSpec, request: Request) -> None:
     if lease.is_held(settings, job.id) and not request.dry_run:
         raise lease.LeaseHeld(f"{lease.describe_holder(job.id, lease.read_lease(settings, job.id))}; stop it first "
                               f"(lakehouse stop {job.id} --wait 120)")
@@ -152,6 +155,10 @@ def _check_allowed(settings: Settings, job: JobSpec, request: Request) -> None:
             raise ActionRefused(f"job {job.id!r} has no checkpoint at {checkpoint}: nothing to repartition")
         if not job.stateful:
             raise ActionRefused(f"job {job.id!r} keeps no state: its shuffle partitions need no repartition")
+    if request.mode == "rollback":
+        if len(request.jobs) != 1 or request.to_batch is None:
+            raise ActionRefused("rollback takes one job and --to-batch B (batch ids are per job)")
+        rollback.rollback_versions(settings, registry, job, request.to_batch)
 
 
 def _audit_row(settings, registry, job: JobSpec, request: Request, actor: str) -> dict:
@@ -170,11 +177,16 @@ def _state(settings: Settings, job: JobSpec, when: str) -> dict:
             f"versions_{when}": json.dumps(versions)}
 
 
-def _describe(settings: Settings, job: JobSpec, request: Request) -> str:
+def _describe(settings: Settings, registry: Registry, job: JobSpec, request: Request) -> str:
     checkpoint = settings.layout.checkpoint(job.id)
     if request.mode == "full-refresh":
         return (f"move {checkpoint} aside, empty {', '.join(job.tables_written())} (a new Delta version each; the "
                 "history is kept) and rebuild them from all source data (available-now)")
+    if request.mode == "rollback":
+        versions = rollback.rollback_versions(settings, registry, job, request.to_batch)
+        return (f"copy {checkpoint} aside; restore {', '.join(f'{t} to version {v}' for t, v in versions.items())}; "
+                f"remove batches {request.to_batch + 1}..{checkpoints.latest_committed_batch(checkpoint)} from the "
+                "checkpoint: running the job again re-runs them on the same input")
     if request.mode == "repartition":
         return (f"copy {checkpoint} aside and repartition its state from {checkpoints.shuffle_partitions(checkpoint)} "
                 f"to {job.state_store.shuffle_partitions} partitions (nothing is reprocessed)")
@@ -209,8 +221,15 @@ def _position_effect(settings: Settings, job: JobSpec, request: Request) -> str:
     return "; ".join(parts)
 
 
-def _reset(spark: SparkSession, settings: Settings, job: JobSpec, request: Request) -> Path | None:
+def _reset(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec, request: Request) -> Path | None:
     checkpoint = settings.layout.checkpoint(job.id)
+    if request.mode == "rollback":
+        versions = rollback.rollback_versions(settings, registry, job, request.to_batch)
+        archived = _archive(settings, job.id, copy=True)
+        rollback.restore_tables(spark, settings, versions)
+        rollback.truncate_checkpoint(checkpoint, job, request.to_batch)
+        log.info("job=%s: rolled back to batch %d (%s)", job.id, request.to_batch, versions)
+        return archived
     if request.mode == "repartition":
         from spark_jobs.runner import configure_session
 
@@ -257,20 +276,12 @@ def _prune(settings: Settings, job_id: str, keep: int) -> None:
 def _empty(spark: SparkSession, path: Path) -> None:
     """Delete every row as a new Delta version (history kept); an append-only table is opened for it."""
     from include.storage import delta as delta_store
+    from spark_jobs.tables import appends_opened
 
     if not delta_store.table_exists(path):
         return
-    from delta.tables import DeltaTable
-
-    properties = DeltaTable.forPath(spark, str(path)).detail().first()["properties"] or {}
-    append_only = properties.get("delta.appendOnly") == "true"
-    if append_only:
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
-    try:
+    with appends_opened(spark, path):
         spark.sql(f"DELETE FROM delta.`{path}`")
-    finally:
-        if append_only:
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
 
 
 def state_operators(spark: SparkSession, checkpoint: Path) -> list[dict]:
@@ -299,7 +310,7 @@ def state_operators(spark: SparkSession, checkpoint: Path) -> list[dict]:
 
 def add_action_arguments(parser: argparse.ArgumentParser, mode: str) -> argparse.ArgumentParser:
     """The arguments of `lakehouse checkpoint <mode>` (and of `spark_jobs/checkpoint.py <mode>`)."""
-    from spark_jobs.entrypoint import positive_int
+    from spark_jobs.entrypoint import partition_count, positive_int
 
     parser.add_argument("jobs", nargs="+")
     parser.add_argument("--dry-run", action="store_true", help="say what would happen; change nothing")
@@ -308,12 +319,14 @@ def add_action_arguments(parser: argparse.ArgumentParser, mode: str) -> argparse
     if mode == "full-refresh":
         parser.add_argument("--cascade", action="store_true", help="also rebuild every downstream job")
     if mode == "repartition":
-        parser.add_argument("--partitions", type=positive_int, help="(default: the registry's shuffle_partitions)")
+        parser.add_argument("--partitions", type=partition_count, help="(default: the registry's shuffle_partitions)")
     if mode == "reset-checkpoint":
         position = parser.add_mutually_exclusive_group(required=True)
         position.add_argument("--from-version", type=int, help="a version of the job's source table")
         position.add_argument("--from-timestamp", help="the first version committed at or after this time")
         position.add_argument("--from-latest", action="store_true", help="only what is committed from now on")
+    if mode == "rollback":
+        parser.add_argument("--to-batch", type=int, required=True, help="the batch whose result to go back to")
     return parser
 
 
@@ -328,7 +341,7 @@ def run_action(settings: Settings, args: argparse.Namespace) -> int:
         mode=mode, jobs=tuple(args.jobs), cascade=getattr(args, "cascade", False), dry_run=args.dry_run,
         partitions=getattr(args, "partitions", None), from_version=getattr(args, "from_version", None),
         from_timestamp=getattr(args, "from_timestamp", None), from_latest=getattr(args, "from_latest", False),
-        keep=args.keep, actor=args.actor,
+        to_batch=getattr(args, "to_batch", None), keep=args.keep, actor=args.actor,
     )
     spark = None if request.dry_run else get_spark(settings, app_name="lakehouse-checkpoint")
     for row in apply(spark, settings, registry, request):
@@ -347,7 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     for mode, text in ACTION_HELP.items():
         add_action_arguments(modes.add_parser(mode, help=text), mode)
     args = parser.parse_args(argv)
-    settings = load_settings()
+    try:
+        settings = load_settings()
+        settings.require_writable_root()
+    except ValueError as exc:
+        return report_failure(f"lakehouse checkpoint {args.checkpoint_command}", exc)
     configure_logging(settings)
     try:
         return run_action(settings, args)

@@ -2,7 +2,8 @@
 both DAGs launch (include.ops.launch), and `lakehouse run <job>`, the same thing in this process.
 
 Exit codes: see :class:`include.ops.launch.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
-SIGTERM and SIGINT stop the query at its next batch boundary.
+SIGTERM and SIGINT, to this process or to its whole process group, stop the query at its next batch
+boundary (exit 0); the driver JVM ignores them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import signal
 import sys
 import threading
 
+from include.checkpoints.validate import check_job_files
 from include.logging_setup import configure_logging
 from include.ops import lease
 from include.ops.launch import ExitCode, report_failure
-from include.registry import Trigger, load_registry
+from include.registry import MAX_SHUFFLE_PARTITIONS, Trigger, load_registry
 from include.settings import Settings, load_settings
 
 log = logging.getLogger("lakehouse")
@@ -26,6 +28,14 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def partition_count(text: str) -> int:
+    """A shuffle / state partition count: 1 .. MAX_SHUFFLE_PARTITIONS, checked before any checkpoint is written."""
+    value = positive_int(text)
+    if value > MAX_SHUFFLE_PARTITIONS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SHUFFLE_PARTITIONS}, got {text}")
     return value
 
 
@@ -40,7 +50,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("job")
     parser.add_argument("--trigger", type=_trigger, default=None,
                         help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
-    parser.add_argument("--shuffle-partitions", type=positive_int, default=None)
+    parser.add_argument("--shuffle-partitions", type=partition_count, default=None)
     return parser
 
 
@@ -57,6 +67,15 @@ def install_stop_handler() -> threading.Event:
     return stop
 
 
+def shield_jvm_from_stop_signals(spark) -> None:
+    """Make the driver JVM ignore SIGINT and SIGTERM, so that a signal to the whole process group (Ctrl-C,
+    `timeout`, a task kill) stops the job through this process's handler at a batch boundary, instead of
+    the JVM's shutdown hooks tearing Spark down under a running batch. SIGKILL still ends both."""
+    jvm = spark.sparkContext._jvm
+    for name in ("INT", "TERM"):
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jvm.sun.misc.SignalHandler.SIG_IGN)
+
+
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run one registry job in this process until it drains (available-now) or is stopped."""
     from include.spark_session import get_spark
@@ -68,10 +87,12 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     trigger = args.trigger or job.triggers["backfill"]
     if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
+    check_job_files(settings, job)  # a damaged checkpoint is named before paying for a JVM; run_job checks again
     if settings.batch_hooks:
         hooks.install_named(settings.batch_hooks)
-    stop = install_stop_handler()
     spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
+    shield_jvm_from_stop_signals(spark)
+    stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
     result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
                      stop_requested=stop)
     log.info("job=%s %s (last batch %s)", result.job, result.status, result.last_batch)
@@ -83,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
+        settings.require_writable_root()
     except ValueError as exc:
         sys.stderr.write(f"lakehouse run: {exc}\n")
         return ExitCode.BAD_INPUT

@@ -36,6 +36,7 @@ class ProgressRecorder(StreamingQueryListener):
 
     def __init__(self):
         self._settings: dict[str, Settings] = {}
+        self._jobs: dict[str, str] = {}  # query id -> job: idle events carry no query name
         self._terminated: set[str] = set()
         self._lock = threading.Condition()
 
@@ -43,10 +44,16 @@ class ProgressRecorder(StreamingQueryListener):
         self._settings[job_id] = settings
 
     def onQueryStarted(self, event) -> None:
-        write_heartbeat(self._settings[event.name], event.name, status="started", query_id=str(event.id), run_id=str(event.runId))
+        if event.name not in self._settings:
+            return  # a query this process does not run as a job (e.g. a benchmark's)
+        self._jobs[str(event.id)] = event.name
+        write_heartbeat(self._settings[event.name], event.name, status="started", query_id=str(event.id),
+                        run_id=str(event.runId))
 
     def onQueryProgress(self, event) -> None:
         progress = event.progress
+        if progress.name not in self._settings:
+            return
         try:
             row = progress_row(progress)
             settings = self._settings[progress.name]
@@ -72,10 +79,18 @@ class ProgressRecorder(StreamingQueryListener):
         hooks.fire(progress.name, "between_batches", progress.batchId)
 
     def onQueryIdle(self, event) -> None:
-        settings = self._settings[event.name]
-        beat = {k: v for k, v in (read_heartbeat(settings, event.name) or {}).items() if k not in ("pid", "updated_at", "job")}
-        beat.update(status="idle", query_id=str(event.id), run_id=str(event.runId))
-        write_heartbeat(settings, event.name, **beat)
+        """A live query with no new data: the job is healthy, so its heartbeat stays fresh (status idle)."""
+        job_id = self._jobs.get(str(event.id))
+        if job_id is None:
+            return
+        try:
+            settings = self._settings[job_id]
+            beat = {k: v for k, v in (read_heartbeat(settings, job_id) or {}).items()
+                    if k not in ("pid", "updated_at", "job")}
+            beat.update(status="idle", query_id=str(event.id), run_id=str(event.runId))
+            write_heartbeat(settings, job_id, **beat)
+        except Exception:
+            log.exception("job=%s: could not record that the query is idle", job_id)
 
     def onQueryTerminated(self, event) -> None:
         log.info("query %s terminated%s", event.id, f" with {event.exception}" if event.exception else "")

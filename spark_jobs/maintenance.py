@@ -154,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tables", nargs="*")
     parser.add_argument("--run-id", default="")
     args = parser.parse_args(argv)
-    settings = load_settings()
+    try:
+        settings = load_settings()
+        settings.require_writable_root()
+    except ValueError as exc:
+        return report_failure("lakehouse maintain", exc)
     configure_logging(settings)
     try:
         return run(settings, args.tables, args.run_id)

@@ -18,11 +18,13 @@ from include.checkpoints.plan import (
     read_start_position,
     write_fingerprint,
 )
+from include.checkpoints.validate import check_job_files
 from include.ops import lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from include.storage import delta as delta_store
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.listener import recorder_for
 from spark_jobs.tables import ensure_job_tables
@@ -47,6 +49,29 @@ def refuse_python_source_checkpoint(settings: Settings, job: JobSpec) -> None:
         f"Delta) and cannot be resumed by Delta's streaming source; rebuild the job: move {checkpoint} and its "
         f"sink table {settings.layout.table(job.sink.table)} aside, then run it (and every job downstream of it, "
         "the same way) again"
+    )
+
+
+def refuse_lost_checkpoint(settings: Settings, job: JobSpec) -> None:
+    """A job without a checkpoint whose tables already hold rows would start from zero and write them all again:
+    refuse, and name the checkpoint commands that fit. A new checkpoint made by `lakehouse checkpoint`
+    (full-refresh empties the tables; reset-checkpoint records where to start) passes."""
+    checkpoint = settings.layout.checkpoint(job.id)
+    if checkpoints.latest_offsets_batch(checkpoint) is not None or read_start_position(checkpoint) is not None:
+        return
+    filled = [t for t in job.tables_written() if delta_store.count_rows(settings.layout.table(t))]
+    if not filled:
+        return
+    archived = settings.layout.archived_checkpoints(job.id)
+    fixes = [f"rebuild it from all its input with `lakehouse checkpoint full-refresh {job.id}`"]
+    if all(s.kind == "delta" for s in job.sources):
+        fixes.append(f"keep the table and go on from new data with `lakehouse checkpoint reset-checkpoint {job.id} "
+                     "--from-latest`")
+    fixes.append(f"or put the checkpoint back at {checkpoint}" + (f" (archived copies: {archived[-1]})"
+                                                                  if archived else ""))
+    raise CheckpointConflict(
+        f"job {job.id!r}: no checkpoint at {checkpoint}, but {', '.join(filled)} already hold rows of an earlier "
+        f"run; starting from zero would write them again. {'; '.join(fixes)}"
     )
 
 
@@ -125,7 +150,9 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if leftover:
         log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
         stop_requests.clear(settings, job.id)
+    check_job_files(settings, job)
     refuse_python_source_checkpoint(settings, job)
+    refuse_lost_checkpoint(settings, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
     require_resume(settings, registry, job)
@@ -138,7 +165,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if starting:
         log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
-        build_stream(spark, settings, job, starting)
+        build_stream(spark, settings, job, starting, available_now=trigger.available_now)
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -65,3 +67,19 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
     ensure_table(spark, settings.layout.table(sink.table), job.output_schema, sink.partition_by, sink.properties)
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
+
+
+@contextmanager
+def appends_opened(spark: SparkSession, path: Path) -> Iterator[None]:
+    """Let a DELETE or RESTORE rewrite an append-only table (`delta.appendOnly`), then close it again."""
+    from delta.tables import DeltaTable
+
+    properties = DeltaTable.forPath(spark, str(path)).detail().first()["properties"] or {}
+    append_only = properties.get("delta.appendOnly") == "true"
+    if append_only:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
+    try:
+        yield
+    finally:
+        if append_only:
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")

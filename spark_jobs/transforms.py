@@ -20,9 +20,11 @@ from include.registry import (
     WindowAggregate,
 )
 from include.settings import Settings
+from spark_jobs import landing
 
 QUARANTINE_REASON = "_quarantine_reason"
 RAW_LINE = "raw_line"
+BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the line's bytes, base64-encoded
 
 def spark_type(name: str) -> T.DataType:
     """The Spark type of a registry column type (include.registry.columns)."""
@@ -34,16 +36,19 @@ def spark_schema(columns: dict[str, str]) -> T.StructType:
 
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
-                  starting: dict[str, str] | None = None) -> DataFrame:
+                  starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
     """An input stream: landing files (raw lines), or the new commits of a Delta table (Delta's streaming
-    source; its change data feed for an upserted table). Admission limits hold under available-now too.
+    source; its change data feed for an upserted table). A micro-batch admits what the source's limits
+    allow under the trigger (a backfill's own limits under available-now: SourceSpec.admission).
     `starting` (``startingVersion`` / ``startingTimestamp``) positions a Delta source of a new checkpoint."""
     reader = spark.readStream
-    if source.max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-    if source.max_bytes_per_trigger:
-        reader = reader.option("maxBytesPerTrigger", source.max_bytes_per_trigger)
+    limits = source.admission(available_now)
+    if limits.max_files:
+        reader = reader.option("maxFilesPerTrigger", limits.max_files)
+    if limits.max_bytes:
+        reader = reader.option("maxBytesPerTrigger", limits.max_bytes)
     if source.kind == "landing":
+        reader = reader.options(**landing.reader_options(source))
         return reader.format("text").load(str(settings.layout.landing(source.path)))
     if source.read_change_feed:
         reader = reader.option("readChangeFeed", "true")
@@ -61,11 +66,16 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         + [T.StructField("_corrupt_record", T.StringType())]
     )
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+    # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
+    utf8 = F.is_valid_utf8("value")
     parsed = raw.select(
-        F.col("value").alias(RAW_LINE),
+        F.when(utf8, F.col("value")).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(F.col("value").cast("binary"))))
+        .alias(RAW_LINE),
         F.col("_metadata.file_path").alias("_source_file"),
         F.current_timestamp().alias("_ingested_at"),
         F.from_json("value", json_schema, options).alias("j"),
+        utf8.alias("_utf8"),
+        F.octet_length("value").alias(landing.LINE_BYTES),
     )
     typed = {}
     for column, ctype in schema.items():
@@ -76,7 +86,8 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
             typed[column] = F.expr(f"try_cast(j.`{column}` AS DATE)")
         else:
             typed[column] = text
-    reason = F.when(F.json_object_keys(F.col(RAW_LINE)).isNull(), F.lit("malformed_json")).when(
+    reason = F.when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
+        F.json_object_keys(F.col(RAW_LINE)).isNull(), F.lit("malformed_json")).when(
         F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type")
     )
     for column in job.source.required:
@@ -90,6 +101,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         "_ingested_at",
         RAW_LINE,
         reason.alias(QUARANTINE_REASON),
+        landing.LINE_BYTES,
     )
 
 
@@ -129,7 +141,7 @@ def session_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
 
 
 def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec,
-                starting: dict[str, str] | None = None) -> DataFrame:
+                starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
     """Stream-stream join of the source (left) with `right`, bounded in event time.
 
     Both sides are watermarked; a right row joins a left row when the keys are equal and its event
@@ -139,7 +151,7 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     spec: StreamJoin = job.transform
     if spec.where:
         left = left.where(spec.where)
-    right = source_stream(spark, settings, spec.right, starting)
+    right = source_stream(spark, settings, spec.right, starting, available_now)
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
     condition += [rt >= lt, rt <= lt + F.expr(f"INTERVAL {spec.within_seconds} SECONDS")]
@@ -156,9 +168,9 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
 
 
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
-                 starting: dict[str, str] | None = None) -> DataFrame:
+                 starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
     """The job's output stream, ready for its sink."""
-    stream = source_stream(spark, settings, job.source, starting)
+    stream = source_stream(spark, settings, job.source, starting, available_now)
     match job.transform:
         case ParseJson():
             return parse_json(stream, job)
@@ -169,5 +181,5 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
         case SessionAggregate():
             return session_aggregate(stream, job)
         case StreamJoin():
-            return stream_join(spark, settings, stream, job, starting)
+            return stream_join(spark, settings, stream, job, starting, available_now)
     raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

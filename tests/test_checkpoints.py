@@ -11,11 +11,12 @@ import yaml
 
 from include import checkpoints
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
-from include.ops import lease
+from include.ops import batch_ledger, lease
 from include.ops.checkpoint_audit import AUDIT_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import ActionRefused, Request, apply, state_operators
+from spark_jobs.rollback import RollbackRefused
 from spark_jobs.runner import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
 from tests.support.oracle import expected_gold
@@ -236,3 +237,55 @@ def test_reset_checkpoint_keeps_the_table_and_says_what_is_missed(spark, setting
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
     run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW)
     assert delta_store.count_rows(silver) > kept and late.lines  # new commits are read from the new position
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_rollback_to_a_batch_then_rerun_gives_the_same_rows(spark, settings, small_batch_registry):
+    registry = small_batch_registry  # several batches per run
+    landed = generate(settings, events=1500, seed=81, files=6)
+
+    # bronze (landing files, an append-only table): back to batch 0, then the same rows again
+    run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
+    bronze = settings.layout.table("bronze/clickstream")
+    bronze_checkpoint = settings.layout.checkpoint("bronze_clickstream")
+    assert checkpoints.latest_committed_batch(bronze_checkpoint) == 2
+    app_id = checkpoints.writer_app_id(bronze_checkpoint, "bronze_clickstream")
+    after_0 = batch_ledger.versions_after(settings, "bronze_clickstream", app_id, 0)
+    done = apply(spark, settings, registry, Request("rollback", ("bronze_clickstream",), to_batch=0))
+    assert done[0]["outcome"] == "done" and checkpoints.latest_committed_batch(bronze_checkpoint) == 0
+    assert delta_store.count_rows(bronze) == delta_store.read_table(bronze, version=after_0["bronze/clickstream"]).num_rows
+    run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
+    quarantined = delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))
+    assert delta_store.count_rows(bronze) + quarantined == landed.lines
+
+    for job_id in LINEAGE[1:]:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    table, job_id = "gold/user_activity_5m", "gold_user_activity_5m"
+    checkpoint = settings.layout.checkpoint(job_id)
+    first = gold_rows(settings, table)
+    assert first == expected_gold(registry, [arrival_order(landed.files)])[table]
+    assert checkpoints.latest_committed_batch(checkpoint) >= 3
+
+    # silver cannot go back while gold has read what that would undo; batches not kept are refused
+    with pytest.raises(RollbackRefused, match="gold_user_activity_5m .*read silver/clickstream up to version"):
+        apply(spark, settings, registry, Request("rollback", ("silver_clickstream",), to_batch=0))
+    with pytest.raises(RollbackRefused, match="cannot roll back to batch 99"):
+        apply(spark, settings, registry, Request("rollback", (job_id,), to_batch=99))
+
+    version = batch_ledger.versions_after(settings, job_id, checkpoints.writer_app_id(checkpoint, job_id), 1)[table]
+    dry = apply(None, settings, registry, Request("rollback", (job_id,), to_batch=1, dry_run=True))
+    assert f"restore {table} to version {version}" in dry[0]["detail"]
+    apply(spark, settings, registry, Request("rollback", (job_id,), to_batch=1))
+    assert checkpoints.latest_committed_batch(checkpoint) == 1
+    assert checkpoints.writer_app_id(checkpoint, job_id).endswith(":g1")
+    assert set(gold_rows(settings, table)) == gold_rows_at(settings, table, version) != set(first)
+    run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    assert gold_rows(settings, table) == first  # the same rows as the first time, none twice
+    audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
+    assert [r["outcome"] for r in audit if r["mode"] == "rollback"] == ["done", "dry-run", "done"]
+
+
+def gold_rows_at(settings, table: str, version: int) -> set:
+    rows = delta_store.read_table(settings.layout.table(table), version=version).to_pylist()
+    return {(int(r["window_start"].timestamp()), int(r["window_end"].timestamp()), r["user_id"]) for r in rows}

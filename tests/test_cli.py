@@ -13,7 +13,7 @@ import pytest
 from include.ops.heartbeats import read_heartbeat
 from include.settings import load_settings
 from include.storage import delta as delta_store
-from tests.support.helpers import LAKEHOUSE, REPO, generate, run_cli, wait_for
+from tests.support.helpers import LAKEHOUSE, REPO, generate, run_cli, signal_group_when
 
 
 def test_missing_java_gives_one_clear_message(lakehouse_env):
@@ -39,6 +39,8 @@ def test_bad_input_is_named(lakehouse_env):
     assert unknown.returncode == 2 and "unknown job 'no_such_job'" in unknown.stderr
     trigger = run_cli(["run", "bronze_clickstream", "--trigger", "every minute"], lakehouse_env, timeout=60)
     assert trigger.returncode == 2 and "bad trigger 'every minute'" in trigger.stderr
+    partitions = run_cli(["run", "bronze_clickstream", "--shuffle-partitions", "100000"], lakehouse_env, timeout=60)
+    assert partitions.returncode == 2 and "at most 2000, got 100000" in partitions.stderr
     source = run_cli(["generate", "--source", "orders", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
     assert source.returncode == 2 and "unknown source 'orders'" in source.stderr
 
@@ -54,23 +56,16 @@ def test_generate_command_is_deterministic(settings, lakehouse_env):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_sigterm_stops_a_live_job_between_batches(settings, lakehouse_env):
+def test_ctrl_c_to_the_process_group_stops_a_live_job_between_batches(settings, lakehouse_env):
+    """Ctrl-C in a terminal: SIGINT to the whole group, the driver JVM included."""
     landed = generate(settings, events=1200, seed=41, files=6)
-    process = subprocess.Popen(
-        LAKEHOUSE + ["run", "bronze_clickstream", "--trigger", "processing-time=2 seconds"],
-        env=lakehouse_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    try:
-        wait_for(lambda: (read_heartbeat(settings, "bronze_clickstream") or {}).get("batch_id") == 2, 180,
-                 "the live job to process all three batches")
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, stderr[-3000:]
-    assert "stopping at the next batch boundary" in stderr
+    code, output = signal_group_when(
+        LAKEHOUSE + ["run", "bronze_clickstream", "--trigger", "processing-time=2 seconds"], lakehouse_env,
+        lambda: (read_heartbeat(settings, "bronze_clickstream") or {}).get("batch_id") == 2, signal.SIGINT,
+        "the live job to process all three batches")
+    assert code == 0, output[-3000:]
+    assert "received SIGINT: stopping at the next batch boundary" in output
+    assert "Traceback" not in output and "Exception" not in output, output[-3000:]
     assert read_heartbeat(settings, "bronze_clickstream")["status"] == "stopped"
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))

@@ -27,6 +27,12 @@ CASES = [
 ]
 
 
+@pytest.fixture
+def registry(small_batch_registry):
+    """Several micro-batches per backfill, so that a kill can land between them."""
+    return small_batch_registry
+
+
 @pytest.mark.parametrize(("job_id", "point", "batch"), CASES, ids=[f"{j}-{p}-{b}" for j, p, b in CASES])
 def test_kill_and_restart_gives_exact_results(spark, settings, registry, lakehouse_env, job_id, point, batch):
     landed = generate(settings, events=1500, seed=31, files=4)

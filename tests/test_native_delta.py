@@ -28,6 +28,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 AVAILABLE_NOW = Trigger(available_now=True)
 
 
+@pytest.fixture
+def registry(small_batch_registry):
+    """Several bronze commits per backfill (the tests count them)."""
+    return small_batch_registry
+
+
 def versions(settings, table: str) -> int:
     return delta_store.latest_version(settings.layout.table(table))
 
@@ -72,6 +78,13 @@ def test_a_replayed_batch_writes_nothing_in_either_table_nor_merges_twice(spark,
     landed = tmp_path / "lines.jsonl"
     landed.write_text('{"event_id": "e1", "user_id": "u1", "event_type": "click", "value": 2.0, '
                       '"event_time": "2026-01-01T00:00:10Z"}\n{not json\n')
+    # batch 0 of bronze's checkpoint admitted that file, as Spark's offset and file-source logs say
+    bronze_checkpoint = settings.layout.checkpoint(bronze.id)
+    (bronze_checkpoint / "offsets").mkdir()
+    (bronze_checkpoint / "offsets" / "0").write_text('v1\n{}\n{"logOffset":0}')
+    (bronze_checkpoint / "sources" / "0").mkdir(parents=True)
+    (bronze_checkpoint / "sources" / "0" / "0").write_text(
+        f'v1\n{{"path":"file://{landed}","timestamp":0,"batchId":0}}')
     parsed = parse_json(spark.read.format("text").load(str(landed)), bronze)
     write = make_batch_writer(settings, bronze)
     for _ in range(2):  # the second call is the replay of batch 0

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from include.registry import RegistryError, Trigger, build_registry, load_registry, parse_duration
+from include.registry import Admission, RegistryError, Trigger, build_registry, load_registry, parse_duration
 from tests.support.helpers import problems_of
 
 
@@ -190,3 +190,42 @@ def test_an_upserted_table_is_read_through_its_change_feed(raw):
     assert ("job 'activity_changes': source.read_change_feed: table 'gold/user_activity_1h' has no change data "
             "feed: set 'delta.enableChangeDataFeed: true' in job 'gold_user_activity_1h''s sink.properties"
             ) in problems_of(raw)
+
+
+def test_backfills_admit_by_their_own_limits(registry, raw):
+    bronze, silver = registry.job("bronze_clickstream").source, registry.job("silver_clickstream").source
+    assert bronze.admission(available_now=False) == Admission(max_files=2)
+    assert bronze.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
+    assert silver.admission(available_now=False) == Admission(max_files=1)
+    assert silver.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
+    # A source's own backfill limits replace the defaults'; a landing source given bytes drops its file limit.
+    raw["jobs"]["silver_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 50}
+    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 10}
+    changed = build_registry(raw)
+    assert changed.job("silver_clickstream").source.admission(True) == Admission(max_files=50)
+    assert changed.job("bronze_clickstream").source.admission(True) == Admission(max_files=10)
+    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 10, "max_bytes_per_trigger": 99}
+    assert build_registry(raw).job("bronze_clickstream").source.admission(True) == Admission(max_bytes=99)
+    # A registry without backfill limits admits backfills as before: by the source's own limits.
+    del raw["defaults"]["backfill"]
+    old = build_registry(raw).job("gold_user_activity_5m").source
+    assert old.admission(True) == old.admission(False) == Admission(max_files=1)
+
+
+def test_admission_mistakes_are_named(raw):
+    raw["defaults"]["backfill"] = {"max_bytes_per_trigger": "huge", "max_rows": 3}
+    raw["defaults"]["admission"] = {}
+    raw["jobs"]["bronze_clickstream"]["source"]["max_bytes_per_trigger"] = "1 MB"
+    raw["jobs"]["silver_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 0}
+    found = "\n".join(problems_of(raw))
+    assert "defaults: unknown fields ['admission']" in found
+    assert "job 'gold_user_activity_5m': source.backfill.max_bytes_per_trigger: bad size 'huge'" in found
+    assert "job 'gold_user_activity_5m': source.backfill: unknown fields ['max_rows']" in found
+    assert "job 'silver_clickstream': source.backfill.max_files_per_trigger: must be a positive integer, got 0" in found
+    assert ("job 'bronze_clickstream': source: a landing source is admitted by max_files_per_trigger or "
+            "max_bytes_per_trigger, not both") in found
+
+
+def test_shuffle_partitions_are_bounded(raw):
+    raw["defaults"]["state_store"]["shuffle_partitions"] = 100000
+    assert "job 'bronze_clickstream': state_store.shuffle_partitions: at most 2000, got 100000" in problems_of(raw)

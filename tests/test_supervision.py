@@ -169,8 +169,19 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
         processes.start_job(settings, registry, JOB)
     assert job_pids(settings) == [owner["pid"]]
 
-    # Stop on request: at a batch boundary, exit 0, lease released, and supervision leaves it stopped.
+    # Idle with nothing to do: the listener's idle events keep the heartbeat fresh, so supervision
+    # rounds past the stall limit find the same process healthy (status idle), never stalled.
     wait_for(lambda: landed(settings) == data.lines, 120, "the job to process its input")
+    # Spark reports an idle query every 10 s (spark.sql.streaming.noDataProgressEventInterval).
+    strict = registry_variant(settings.root / "strict.yaml", stall_after_seconds=25)
+    wait_for(lambda: read_heartbeat(settings, JOB)["status"] == "idle", 60, "an idle heartbeat")
+    for _ in range(5):  # about 5 x 12 s: beyond the 25 s stall limit twice over
+        time.sleep(12)  # the condition under test is that time passes without data
+        assert supervisor.supervise_job(settings, strict, JOB) == "healthy"
+    assert read_heartbeat(settings, JOB)["status"] == "idle" and lease.read_lease(settings, JOB)["pid"] == owner["pid"]
+    assert not any(a["severity"] == "error" for a in alerts(settings))
+
+    # Stop on request: at a batch boundary, exit 0, lease released, and supervision leaves it stopped.
     group = os.getsid(owner["pid"])
     assert processes.stop_job(settings, JOB, "maintenance", wait_seconds=120)
     assert read_heartbeat(settings, JOB)["status"] == "stopped"

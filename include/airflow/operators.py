@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from include.ops.launch import (
@@ -46,6 +48,22 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             if process is not None and process.returncode == ExitCode.REFUSED:
                 raise AirflowSkipException(self._running_elsewhere()) from None
             raise
+
+    def on_kill(self) -> None:
+        """A task kill (the UI, a timeout): ask the job to stop at its next batch boundary and wait up to the
+        stop grace for it to exit 0; only then does the hook kill (SIGKILL) what is left."""
+        from include.ops import stop_requests
+
+        process = getattr(self._hook, "_submit_sp", None) if getattr(self, "_hook", None) else None
+        if process is not None and process.poll() is None:
+            self.log.info("asking job %s to stop at its next batch boundary", self.job_id)
+            stop_requests.request_stop(self.lakehouse_settings, self.job_id, "its Airflow task was killed")
+            try:
+                process.wait(timeout=self.lakehouse_settings.stop_grace_seconds)
+            except subprocess.TimeoutExpired:
+                self.log.warning("job %s did not stop within %.0f s; killing it", self.job_id,
+                                 self.lakehouse_settings.stop_grace_seconds)
+        super().on_kill()
 
     def _running_elsewhere(self) -> str:
         from include.ops import lease

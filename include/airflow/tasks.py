@@ -80,6 +80,10 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
             raise ValueError("reset-checkpoint needs exactly one of from_version, from_timestamp, from_latest")
         name, value = positions[0]
         args += [f"--{name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    if mode == "rollback":
+        if params.get("to_batch") is None or len(jobs) != 1:
+            raise ValueError("rollback takes one job and a to_batch")
+        args += ["--to-batch", str(int(params["to_batch"]))]
     targets = list(jobs)
     if mode == "full-refresh" and params.get("cascade"):
         targets += [d for j in jobs for d in downstream_jobs(registry, j) if d not in targets]

@@ -2,16 +2,18 @@
 
 from include.checkpoints.reader import (
     committed_watermark_ms,
+    landing_files_of_batch,
     latest_committed_batch,
     latest_offsets_batch,
     query_id,
     shuffle_partitions,
     source_offsets,
     stored_conf,
+    writer_app_id,
     written_by_python_delta_source,
 )
 
 __all__ = [
-    "committed_watermark_ms", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
-    "source_offsets", "stored_conf", "written_by_python_delta_source",
+    "committed_watermark_ms", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
+    "source_offsets", "stored_conf", "writer_app_id", "written_by_python_delta_source",
 ]

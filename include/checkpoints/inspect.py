@@ -37,10 +37,10 @@ def inspect(settings: Settings, registry: Registry, job: JobSpec,
     last_offsets, last_committed = reader.latest_offsets_batch(checkpoint), reader.latest_committed_batch(checkpoint)
     conf = reader.stored_conf(checkpoint)
     watermark = reader.committed_watermark_ms(checkpoint)
-    query_id = reader.query_id(checkpoint)
+    query_id, app_id = reader.query_id(checkpoint), reader.writer_app_id(checkpoint, job.id)
     sinks = []
     for table in job.tables_written():
-        versions = committed_versions(settings.layout.table(table), f"{job.id}:{query_id}") if query_id else {}
+        versions = committed_versions(settings.layout.table(table), app_id) if app_id else {}
         upto = [b for b in versions if last_committed is not None and b <= last_committed]
         batch = max(upto) if upto else None
         sinks.append({"table": table, "last_batch_written": batch,

@@ -83,3 +83,45 @@ def written_by_python_delta_source(checkpoint: Path) -> bool:
         if isinstance(offset, dict) and set(offset) == {"version"}:
             return True
     return False
+
+
+def landing_files_of_batch(checkpoint: Path, batch: int) -> list[str]:
+    """The landing files (URIs) that batch `batch` of a file-source query admitted: entries of the source's
+    file log (`sources/0/<n>`, or a `<n>.compact` holding all up to n) between the previous batch's
+    `logOffset` and this batch's."""
+    def log_offset(batch_id: int) -> int:
+        if batch_id < 0:
+            return -1
+        texts = source_offsets(checkpoint, batch_id)
+        return int(json.loads(texts[0])["logOffset"]) if texts and texts[0] not in ("", "-") else -1
+
+    first, last = log_offset(batch - 1) + 1, log_offset(batch)
+    log_dir = Path(checkpoint) / "sources" / "0"
+    files: dict[str, None] = {}
+    for n in range(first, last + 1):
+        for name in (str(n), f"{n}.compact"):
+            path = log_dir / name
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines()[1:]:
+                entry = json.loads(line)
+                if first <= entry["batchId"] <= last:
+                    files[entry["path"]] = None
+    return list(files)
+
+
+GENERATION_FILE = "lakehouse_generation"  # bumped by a rollback: the sink's idempotency key starts afresh
+
+
+def writer_app_id(checkpoint: Path, job_id: str) -> str | None:
+    """The Delta app id (`txnAppId`) under which the job's query commits its batches: `<job>:<query id>`, plus
+    `:g<n>` after the n-th rollback (a restored table keeps the later transaction records, which would make
+    the re-run batches look committed). None without a query id."""
+    query = query_id(checkpoint)
+    if query is None:
+        return None
+    try:
+        generation = int((Path(checkpoint) / GENERATION_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        generation = 0
+    return f"{job_id}:{query}" + (f":g{generation}" if generation else "")

@@ -18,7 +18,8 @@ from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage import delta as delta_store
 
-MIN_BATCHES_FOR_MEDIAN = 3  # slow_batches needs at least this many batches in the window
+MIN_BATCHES_FOR_MEDIAN = 3
+IDLE_REPORT_SECONDS = 10  # spark.sql.streaming.noDataProgressEventInterval (Spark's default)  # slow_batches needs at least this many batches in the window
 
 
 @dataclass
@@ -99,7 +100,7 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     """Is the job running (its lease held by a live process), and what is wrong with it.
 
     Problems: "stalled" (running, heartbeat older than supervision.stall_after_seconds, 0 meaning
-    6 live trigger intervals), and from the query's last `health_window_batches` batches:
+    6 live trigger intervals and at least 30 s: an idle query reports itself every 10 s), and from the query's last `health_window_batches` batches:
     "slow_batches", "falling_behind", "state_growing", "watermark_stuck" (see :func:`diagnose`;
     reported even when the job is not running). `now` (epoch seconds): look as of another time.
     """
@@ -123,7 +124,9 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
         # A heartbeat left by an earlier process says nothing about this one: then count from its start.
         own_beat = beat is not None and (pid is None or beat.get("pid") == pid)
         since = updated if own_beat else _epoch((owner or {}).get("acquired_at"))
-        stall_after = job.supervision.stall_after_seconds or 6 * job.triggers["live"].interval_seconds
+        # An idle query refreshes its heartbeat only every IDLE_REPORT_SECONDS (Spark's idle event interval).
+        stall_after = job.supervision.stall_after_seconds or max(6 * job.triggers["live"].interval_seconds,
+                                                                 3 * IDLE_REPORT_SECONDS)
         if since is not None and now - since > stall_after:
             health.problems.append("stalled")
     health.problems += diagnose(job, batches)

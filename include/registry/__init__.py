@@ -21,6 +21,8 @@ from include.registry.columns import (
 from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.loading import RegistryError, build_registry, load_registry
 from include.registry.specs import (
+    MAX_SHUFFLE_PARTITIONS,
+    Admission,
     Aggregation,
     Deduplicate,
     JobSpec,
@@ -40,7 +42,7 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "QUARANTINE_SCHEMA", "Aggregation", "ColumnType", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "QUARANTINE_SCHEMA", "Admission", "Aggregation", "ColumnType", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",

@@ -31,6 +31,9 @@ def parse_size(value: Any) -> int:
     return size
 
 
+MAX_TRIGGER_SECONDS = 24 * 3600
+
+
 @dataclass(frozen=True)
 class Trigger:
     """`available-now` or `processing-time=<duration>`."""
@@ -45,8 +48,9 @@ class Trigger:
             return cls(available_now=True)
         if text.startswith("processing-time="):
             seconds = parse_duration(text.split("=", 1)[1])
-            if seconds <= 0:
-                raise ValueError("processing-time interval must be positive")
+            if not 0 < seconds <= MAX_TRIGGER_SECONDS:
+                raise ValueError(f"processing-time interval must be between 1 second and 24 hours, got {text!r} "
+                                 "(for runs further apart, schedule available-now runs)")
             return cls(available_now=False, interval_seconds=seconds)
         raise ValueError(f"bad trigger {text!r} (expected 'available-now' or 'processing-time=10 seconds')")
 

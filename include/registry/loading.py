@@ -22,6 +22,8 @@ from include.registry.columns import (
 from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.graph import declared_tables, dependency_order
 from include.registry.specs import (
+    MAX_SHUFFLE_PARTITIONS,
+    Admission,
     Aggregation,
     Deduplicate,
     JobSpec,
@@ -84,6 +86,14 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     if unknown_top:
         problems.append(f"unknown top-level keys: {sorted(unknown_top)}")
     defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        problems.append("defaults: must be a mapping")
+        defaults = {}
+    unknown_defaults = set(defaults) - {"triggers", "state_store", "supervision", "backfill"}
+    if unknown_defaults:
+        problems.append(f"defaults: unknown fields {sorted(unknown_defaults)}")
+    if not isinstance(defaults.get("backfill") or {}, dict):
+        problems.append("defaults.backfill: must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
     sources = _validate_sources(raw.get("sources") or {}, problems)
     raw_jobs = raw.get("jobs") or {}
     if not isinstance(raw_jobs, dict) or not raw_jobs:
@@ -119,6 +129,10 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     return Registry(jobs=jobs, order=tuple(order), table_schemas=table_schemas)
 
 
+DEFAULT_MAX_LINE_BYTES = 16 * 1024**2
+MAX_LINE_BYTES_LIMIT = 1024**3
+
+
 def _validate_sources(raw: Any, problems: list[str]) -> dict[str, dict[str, Any]]:
     if not isinstance(raw, dict):
         problems.append("'sources' must be a mapping of source name to source")
@@ -142,7 +156,15 @@ def _validate_sources(raw: Any, problems: list[str]) -> dict[str, dict[str, Any]
         for column in required:
             if column not in schema:
                 problems.append(f"{where}: required: unknown column {column!r}")
+        max_line = DEFAULT_MAX_LINE_BYTES
+        try:
+            max_line = parse_size(src.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES))
+            if not 1024 <= max_line <= MAX_LINE_BYTES_LIMIT:
+                raise ValueError(f"must be between 1 KB and 1 GB, got {src.get('max_line_bytes')!r}")
+        except ValueError as exc:
+            problems.append(f"{where}: max_line_bytes: {exc}")
         sources[name] = {
+            "max_line_bytes": max_line,
             "path": src.get("path", f"landing/{name}"),
             "format": fmt,
             "schema": schema,
@@ -186,14 +208,16 @@ def _validate_job(
     if unknown:
         problems.append(f"{where}: unknown fields {sorted(unknown)}")
     before = len(problems)
-    source = _validate_source(where, job.get("source"), sources, table_schemas, writers, writer_sinks, problems)
+    backfill_defaults = defaults.get("backfill") if isinstance(defaults.get("backfill"), dict) else None
+    source = _validate_source(where, job.get("source"), sources, table_schemas, writers, writer_sinks, problems,
+                              defaults_backfill=backfill_defaults)
     transform = job.get("transform") if isinstance(job.get("transform"), dict) else None
     if transform is None:
         problems.append(f"{where}: transform: must be a mapping with a 'kind'")
     right = None
     if transform is not None and transform.get("kind") == "stream_join":
         right = _validate_source(where, transform.get("right"), sources, table_schemas, writers, writer_sinks,
-                                 problems, field="transform.right")
+                                 problems, field="transform.right", defaults_backfill=backfill_defaults)
         if right is None:
             return None, None
     if source is None or transform is None:
@@ -266,34 +290,29 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
 
 
 def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, problems,
-                     field="source") -> SourceSpec | None:
+                     field="source", defaults_backfill: dict | None = None) -> SourceSpec | None:
     if not isinstance(raw, dict):
         problems.append(f"{where}: {field}: must be a mapping with 'landing' or 'table'")
         return None
     unknown = set(raw) - {"landing", "table", "max_files_per_trigger", "max_bytes_per_trigger", "read_change_feed",
-                          "watermark", "event_time"}
+                          "watermark", "event_time", "backfill"}
     if unknown:
         problems.append(f"{where}: {field}: unknown fields {sorted(unknown)}")
-    max_files = raw.get("max_files_per_trigger")
-    if max_files is not None and (not isinstance(max_files, int) or isinstance(max_files, bool) or max_files < 1):
-        problems.append(f"{where}: {field}.max_files_per_trigger: must be a positive integer, got {max_files!r}")
-        max_files = None
-    max_bytes = None
-    if raw.get("max_bytes_per_trigger") is not None:
-        try:
-            max_bytes = parse_size(raw["max_bytes_per_trigger"])
-        except ValueError as exc:
-            problems.append(f"{where}: {field}.max_bytes_per_trigger: {exc}")
+    live = _admission(f"{where}: {field}", raw, problems)
+    if "landing" in raw and live.max_files and live.max_bytes:
+        problems.append(f"{where}: {field}: a landing source is admitted by max_files_per_trigger or "
+                        "max_bytes_per_trigger, not both (Spark's file source takes one)")
+    backfill = None
+    backfill_raw = (raw.get("backfill") if "backfill" in raw else defaults_backfill) or {}  # the source's own wins
+    if not isinstance(raw.get("backfill") or {}, dict):
+        problems.append(f"{where}: {field}.backfill: must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
+    elif backfill_raw:
+        backfill = _admission(f"{where}: {field}.backfill", backfill_raw, problems, strict=True)
     change_feed = raw.get("read_change_feed", False)
     if not isinstance(change_feed, bool):
         problems.append(f"{where}: {field}.read_change_feed: must be true or false, got {change_feed!r}")
         change_feed = False
-    watermark = None
-    if raw.get("watermark") is not None:
-        try:
-            watermark = parse_duration(raw["watermark"])
-        except ValueError as exc:
-            problems.append(f"{where}: {field}.watermark: {exc}")
+    watermark = _optional(raw, "watermark", parse_duration, f"{where}: {field}", problems)
     if ("landing" in raw) == ("table" in raw):
         problems.append(f"{where}: {field}: give exactly one of 'landing' (a source name) or 'table'")
         return None
@@ -304,6 +323,7 @@ def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, 
             return None
         src = sources[name]
         kind, path, fmt, schema = "landing", src["path"], src["format"], dict(src["schema"])
+        max_line_bytes = src["max_line_bytes"]
         required, event_time = src["required"], raw.get("event_time", src["event_time"])
         if change_feed:
             problems.append(f"{where}: {field}.read_change_feed: only a Delta table source has a change data feed")
@@ -315,6 +335,7 @@ def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, 
         if name not in table_schemas:
             return None  # its writer is invalid or part of a cycle; already reported
         kind, path, fmt, schema, required = "delta", name, None, dict(table_schemas[name]), ()
+        max_line_bytes = None
         event_time = raw.get("event_time") or ("event_time" if schema.get("event_time") == "timestamp" else None)
         _check_change_feed(f"{where}: {field}", name, writers.get(name), writer_sinks.get(name) or {}, change_feed,
                            problems)
@@ -322,8 +343,30 @@ def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, 
             schema.update(CHANGE_FEED_COLUMNS)
     if event_time is not None and schema.get(event_time) != "timestamp":
         problems.append(f"{where}: {field}.event_time: {event_time!r} is not a timestamp column of the source")
-    return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, max_files, max_bytes,
-                      change_feed)
+    return SourceSpec(kind, name, path, fmt, schema, tuple(required), event_time, watermark, live.max_files,
+                      live.max_bytes, change_feed, backfill, max_line_bytes)
+
+
+def _admission(where: str, raw: dict, problems: list[str], strict: bool = False) -> Admission:
+    """max_files_per_trigger / max_bytes_per_trigger of `raw` (with `strict`, nothing else is allowed)."""
+    if strict and set(raw) - {"max_files_per_trigger", "max_bytes_per_trigger"}:
+        problems.append(f"{where}: unknown fields {sorted(set(raw) - {'max_files_per_trigger', 'max_bytes_per_trigger'})}")
+    max_files = raw.get("max_files_per_trigger")
+    if max_files is not None and (not isinstance(max_files, int) or isinstance(max_files, bool) or max_files < 1):
+        problems.append(f"{where}.max_files_per_trigger: must be a positive integer, got {max_files!r}")
+        max_files = None
+    return Admission(max_files, _optional(raw, "max_bytes_per_trigger", parse_size, where, problems))
+
+
+def _optional(raw: dict, key: str, parse, where: str, problems: list[str]):
+    """`raw[key]` parsed; None when absent, or invalid (the problem is recorded, naming `where`.`key`)."""
+    if raw.get(key) is None:
+        return None
+    try:
+        return parse(raw[key])
+    except ValueError as exc:
+        problems.append(f"{where}.{key}: {exc}")
+        return None
 
 
 def _check_change_feed(where: str, table: str, writer: str | None, sink: dict, change_feed: bool,
@@ -581,6 +624,10 @@ def _validate_state_store(where: str, raw: dict, problems: list[str]) -> StateSt
             problems.append(f"{where}: state_store.{name}: must be a positive integer, got {value!r}")
             return None
         numbers[name] = value
+    if numbers["shuffle_partitions"] > MAX_SHUFFLE_PARTITIONS:
+        problems.append(f"{where}: state_store.shuffle_partitions: at most {MAX_SHUFFLE_PARTITIONS}, "
+                        f"got {numbers['shuffle_partitions']}")
+        return None
     return StateStoreSpec(
         provider=provider,
         changelog_checkpointing=bool(raw.get("changelog_checkpointing", True)),

@@ -14,6 +14,14 @@ from include.registry.durations import Trigger
 
 
 @dataclass(frozen=True)
+class Admission:
+    """How much one micro-batch admits from a source (None: no limit of that kind)."""
+
+    max_files: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     kind: str  # "landing" or "delta"
     name: str  # landing source name, or the upstream table
@@ -26,6 +34,18 @@ class SourceSpec:
     max_files_per_trigger: int | None
     max_bytes_per_trigger: int | None = None
     read_change_feed: bool = False  # a Delta table read through its change data feed (an upserted table)
+    backfill: Admission | None = None  # admission of available-now runs; None: the limits above
+    max_line_bytes: int | None = None  # landing: longer lines are not read (quarantined as line_too_long)
+
+    def admission(self, available_now: bool) -> Admission:
+        """The limits of a micro-batch under the given trigger. Spark's file source takes one of files and
+        bytes: a landing source admitted by bytes has no file limit."""
+        limits = Admission(self.max_files_per_trigger, self.max_bytes_per_trigger)
+        if available_now and self.backfill is not None:
+            limits = self.backfill
+        if self.kind == "landing" and limits.max_bytes:
+            return Admission(None, limits.max_bytes)
+        return limits
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,9 @@ class SinkSpec:
     maintenance: MaintenanceSpec = MaintenanceSpec()
 
 
+MAX_SHUFFLE_PARTITIONS = 2000  # state-store partitions of one job: each is a RocksDB instance per batch
+
+
 @dataclass(frozen=True)
 class StateStoreSpec:
     provider: str
@@ -135,7 +158,7 @@ class SupervisionSpec:
     on_down: str = "restart"  # "restart" (with backoff) or "alert"
     max_restarts: int = 5  # consecutive restarts before giving up (alerting only)
     backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
-    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals
+    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals, at least 30 s
     health_window_batches: int = 10  # batches looked at for state growth / watermark progress
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 
 def write_json_atomically(path: Path, payload: dict) -> None:
@@ -21,3 +22,9 @@ def read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def local_path(uri: str) -> str:
+    """The local path of a `file:` URI as Spark writes them (`file:/a`, `file:///a`, percent-encoded)."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -75,3 +77,19 @@ def problems_of(raw: dict) -> list[str]:
     with pytest.raises(RegistryError) as err:
         build_registry(raw)
     return err.value.problems
+
+
+def signal_group_when(command: list[str], env: dict, ready, signum: int, what: str) -> tuple[int, str]:
+    """Start `command` in a session of its own, wait until `ready()`, send `signum` to its whole process group
+    (as a terminal's Ctrl-C or `timeout` does); its exit code and output (stdout and stderr)."""
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    try:
+        wait_for(ready, 180, what)
+        os.killpg(process.pid, signum)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return process.returncode, output

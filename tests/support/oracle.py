@@ -1,7 +1,8 @@
 """A batch recomputation of the pipeline with Structured Streaming's watermark semantics.
 
-Micro-batch boundaries are known: per run, bronze admits `max_files_per_trigger` landing files per
-batch and each downstream stage admits one upstream commit per batch (only non-empty batches commit).
+Micro-batch boundaries are known: per available-now run, bronze admits landing files by the source's
+backfill admission (files, or bytes by Spark's rule) and each downstream stage admits `max_files` upstream
+commits per batch (one data file per commit; only non-empty batches commit).
 Per stage, batch k evicts with the watermark W_k = max(event time before k) - delay and drops late
 rows with the previous batch's eviction watermark (Spark 3.5+ keeps two watermarks per batch).
 An available-now run ends with a no-data batch when the watermark advanced, which emits the
@@ -19,7 +20,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.registry import Registry
+from include.registry import Admission, Registry
 
 
 def parse_line(line: str) -> dict | None:
@@ -48,15 +49,41 @@ def parse_line(line: str) -> dict | None:
     }
 
 
-def bronze_batches(files: list[Path], max_files: int) -> list[list[dict]]:
+def bronze_batches(files: list[Path], admission: Admission) -> list[list[dict]]:
     """Valid rows per bronze micro-batch of one run over `files` (in arrival order)."""
-    batches = []
-    for i in range(0, len(files), max_files):
-        rows = []
-        for f in files[i : i + max_files]:
-            rows += [r for r in (parse_line(line) for line in f.read_text().splitlines()) if r]
-        batches.append(rows)
-    return batches
+    return [
+        [r for f in group for r in (parse_line(line) for line in f.read_text().splitlines()) if r]
+        for group in admitted_files(files, admission)
+    ]
+
+
+def admitted_files(files: list[Path], admission: Admission) -> list[list[Path]]:
+    """Spark's file source: a batch takes `max_files`, or files while their total size stays within
+    `max_bytes` (always at least one)."""
+    if admission.max_bytes:
+        groups: list[list[Path]] = []
+        size = 0
+        for f in files:
+            if groups and size + f.stat().st_size <= admission.max_bytes:
+                groups[-1].append(f)
+                size += f.stat().st_size
+            else:
+                groups.append([f])
+                size = f.stat().st_size
+        return groups
+    step = admission.max_files or len(files) or 1
+    return [files[i : i + step] for i in range(0, len(files), step)]
+
+
+def admitted_commits(commits: list[list[dict]], admission: Admission) -> list[list[dict]]:
+    """Delta's streaming source over upstream commits of one data file each: `max_files` commits per
+    batch (Delta's default 1000). A byte limit is modeled only where every run fits far within it."""
+    if admission.max_bytes:
+        rows = sum(len(c) for c in commits)
+        if rows * 1024 + len(commits) * 65536 > admission.max_bytes:
+            raise AssertionError("the oracle models Delta's byte admission only for inputs far below the limit")
+    step = admission.max_files or 1000
+    return [[r for c in commits[i : i + step] for r in c] for i in range(0, len(commits), step)]
 
 
 class Stage:
@@ -181,10 +208,11 @@ def expected_gold(registry: Registry, drops: list[list[Path]]) -> dict[str, dict
         for job_id in registry.order:
             job = registry.jobs[job_id]
             if job.transform_kind == "parse_json" and job.source.name == "clickstream":
-                batches = bronze_batches(files, job.source.max_files_per_trigger or len(files))
+                batches = bronze_batches(files, job.source.admission(available_now=True))
                 commits[job.sink.table] = [b for b in batches if b]
             elif job_id in stages and job.source.name in commits:
-                commits[job.sink.table] = stages[job_id].run(commits[job.source.name])
+                admitted = admitted_commits(commits[job.source.name], job.source.admission(available_now=True))
+                commits[job.sink.table] = stages[job_id].run(admitted)
     return {
         registry.jobs[job_id].sink.table: stage.table
         for job_id, stage in stages.items()
@@ -198,6 +226,6 @@ def expected_silver_count(registry: Registry, drops: list[list[Path]]) -> int:
     stage = Deduplicate(job.source.watermark_seconds)
     total = 0
     for files in drops:
-        batches = [b for b in bronze_batches(files, bronze.source.max_files_per_trigger) if b]
-        total += sum(len(b) for b in stage.run(batches))
+        commits = [b for b in bronze_batches(files, bronze.source.admission(available_now=True)) if b]
+        total += sum(len(b) for b in stage.run(admitted_commits(commits, job.source.admission(available_now=True))))
     return total

@@ -1,0 +1,63 @@
+"""The batch ledger `_ops/batch_ledger`: per job, query and micro-batch, the Delta version of each table the
+job writes once the batch has committed, and the Airflow run that ran it. It pairs a checkpoint's batch
+with its tables' versions, which `lakehouse checkpoint rollback --to-batch B` restores together.
+
+A batch replayed after a crash writes nothing new and records its versions again (the same ones, or later
+ones when maintenance committed in between: the same rows); the first record of a batch counts. After a
+rollback the writer records under a new generation of its app id.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import pyarrow.compute as pc
+
+from include.settings import Settings
+from include.storage import delta as delta_store
+
+LEDGER_TABLE = "batch_ledger"
+LEDGER_SCHEMA: dict[str, str] = {
+    "job": "string",
+    "app_id": "string",  # the writer's idempotency key: <job>:<query id>[:g<rollback generation>]
+    "batch_id": "long",
+    "table": "string",
+    "version": "long",  # the table's Delta version after the batch committed
+    "airflow_run_id": "string",  # AIRFLOW_CTX_DAG_RUN_ID of the task that ran the job, if any
+    "recorded_at": "timestamp",
+}
+
+
+def record(settings: Settings, job_id: str, app_id: str, batch_id: int, tables: list[str]) -> None:
+    """Record the current version of each of `tables` as the state after `batch_id`."""
+    now = datetime.now(UTC)
+    run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID", "")
+    rows = [
+        {"job": job_id, "app_id": app_id, "batch_id": batch_id, "table": table,
+         "version": delta_store.latest_version(settings.layout.table(table)), "airflow_run_id": run_id,
+         "recorded_at": now}
+        for table in tables if delta_store.table_exists(settings.layout.table(table))
+    ]
+    if rows:
+        delta_store.append_rows(settings.layout.ops_table(LEDGER_TABLE), LEDGER_SCHEMA, rows)
+
+
+def versions_after(settings: Settings, job_id: str, app_id: str, batch_id: int) -> dict[str, int]:
+    """{table: version} recorded after `batch_id` by the writer `app_id`, or, for a batch from before a
+    rollback, by the generation before it (empty when the ledger has no such batch)."""
+    path = settings.layout.ops_table(LEDGER_TABLE)
+    if not delta_store.table_exists(path):
+        return {}
+    table = delta_store.read_table(path)
+    table = table.filter(pc.and_(pc.equal(table["job"], job_id), pc.equal(table["batch_id"], batch_id)))
+    rows = sorted(table.to_pylist(), key=lambda r: r["recorded_at"])
+    base, _, generation = app_id.partition(":g")
+    for generation_number in range(int(generation or 0), -1, -1):
+        writer = f"{base}:g{generation_number}" if generation_number else base
+        versions: dict[str, int] = {}
+        for row in (r for r in rows if r["app_id"] == writer):
+            versions.setdefault(row["table"], row["version"])
+        if versions:
+            return versions
+    return {}
