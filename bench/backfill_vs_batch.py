@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -67,7 +68,7 @@ def main() -> None:
     generate_seconds = time.perf_counter() - started
     shutil.copytree(streaming.layout.landing("landing/clickstream"), batch.layout.landing("landing/clickstream"))
     spark = get_spark(base, app_name="lakehouse-bench")
-    spark.range(1000).count()  # warm up the JVM before timing
+    warm_up(spark, work)
 
     started = time.perf_counter()
     for job_id in JOBS:

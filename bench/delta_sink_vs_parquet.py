@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -56,7 +57,7 @@ def main() -> None:
                   GeneratorConfig(events=args.events, seed=1, files=args.files))
     shutil.copytree(delta.layout.landing("landing/clickstream"), parquet.layout.landing("landing/clickstream"))
     spark = get_spark(base, app_name="lakehouse-bench")
-    spark.range(1000).count()  # warm up the JVM before timing
+    warm_up(spark, work)
 
     started = time.perf_counter()
     parquet_rows = parquet_sink(spark, parquet, registry)

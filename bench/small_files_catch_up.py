@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> None:
                   GeneratorConfig(events=args.files, seed=1, files=args.files, malformed_fraction=0.0,
                                   duplicate_fraction=0.0))
     spark = get_spark(base, app_name="lakehouse-bench")
-    spark.range(1000).count()  # warm up the JVM before timing
+    warm_up(spark, work)
     result = {"landing_files": args.files,
               "admission": vars(registry.job(JOB).source.admission(available_now=True)),
               "backfill": catch_up(spark, by_bytes, registry)}

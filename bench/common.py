@@ -1,0 +1,12 @@
+"""Shared by the benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def warm_up(spark, work: Path) -> None:
+    """Load the JVM's Spark and Delta classes before timing (a one-time cost of every process)."""
+    path = str(work / "warm_up_delta")
+    spark.range(1000).write.format("delta").mode("overwrite").save(path)
+    spark.read.format("delta").load(path).count()
