@@ -49,6 +49,7 @@ bench: $(STAMP) $(JARS_STAMP)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/delta_sink_vs_parquet.py
 	$(PY) bench/repartition_vs_full_refresh.py
+	$(PY) bench/small_files_catch_up.py
 	$(PY) bench/quality_1m.py
 	$(PY) bench/dag_parse.py
 

@@ -10,7 +10,6 @@ to the whole input at once and writes the same Delta tables natively (delta-spar
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import warm_up  # noqa: E402
+from bench.common import finish, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -88,9 +87,7 @@ def main() -> None:
         "gold_rows_streaming": delta_store.count_rows(streaming.layout.table("gold/user_activity_5m")),
         "gold_rows_batch": delta_store.count_rows(batch.layout.table("gold/user_activity_5m")),
     }
-    print(json.dumps(result, indent=2))
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    finish(spark, work, result)
 
 
 if __name__ == "__main__":

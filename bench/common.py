@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 
@@ -10,3 +12,10 @@ def warm_up(spark, work: Path) -> None:
     path = str(work / "warm_up_delta")
     spark.range(1000).write.format("delta").mode("overwrite").save(path)
     spark.read.format("delta").load(path).count()
+
+
+def finish(spark, work: Path, result: dict) -> None:
+    """Print the result as JSON, stop Spark and remove the benchmark's scratch directory."""
+    print(json.dumps(result, indent=2))
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)

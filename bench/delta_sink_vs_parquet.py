@@ -8,7 +8,6 @@ executors) and by Spark's own parquet file sink, in one run and one SparkSession
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import warm_up  # noqa: E402
+from bench.common import finish, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -76,9 +75,7 @@ def main() -> None:
         "rows_parquet": parquet_rows,
         "rows_delta": delta_store.count_rows(delta.layout.table("bronze/clickstream")),
     }
-    print(json.dumps(result, indent=2))
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    finish(spark, work, result)
 
 
 if __name__ == "__main__":

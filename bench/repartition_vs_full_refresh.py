@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import logging
 import shutil
 import sys
@@ -22,6 +21,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import finish  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, build_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -70,9 +70,7 @@ def main() -> None:
         "speedup": round(full_refresh_seconds / repartition_seconds, 1),
         "gold_rows": delta_store.count_rows(rebuilt.layout.table("gold/user_activity_5m")),
     }
-    print(json.dumps(result, indent=2))
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    finish(spark, work, result)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ live admission (`max_files_per_trigger`) on the same input: slow by design (one 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import warm_up  # noqa: E402
+from bench.common import finish, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -66,9 +65,7 @@ def main() -> None:
         live_admission = replace(registry, jobs={**registry.jobs, JOB: replace(job, source=replace(job.source,
                                                                                                    backfill=None))})
         result["live_admission"] = catch_up(spark, by_files, live_admission)
-    print(json.dumps(result, indent=2))
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    finish(spark, work, result)
 
 
 if __name__ == "__main__":

@@ -81,22 +81,23 @@ def apply(spark: SparkSession | None, settings: Settings, registry: Registry, re
     if request.mode not in APPLIED_MODES:
         raise ActionRefused(f"unknown mode {request.mode!r} (known: {', '.join(APPLIED_MODES)})")
     jobs = _targets(registry, request)
-    for job_id in jobs:
-        _check_allowed(settings, registry, registry.job(job_id), request)
+    # {job: {table: version}} a rollback restores, found while checking (empty for the other modes)
+    restore = {job_id: _check_allowed(settings, registry, registry.job(job_id), request) for job_id in jobs}
     actor = request.actor or checkpoint_audit.default_actor()
     rows = [_audit_row(settings, registry, registry.job(j), request, actor) for j in jobs]
     if request.dry_run:
         for row in rows:
             running = " (it runs now: it must be stopped first)" if lease.is_held(settings, row["job"]) else ""
             row.update(outcome="dry-run",
-                       detail=f"would {_describe(settings, registry, registry.job(row['job']), request)}{running}")
+                       detail=f"would {_describe(settings, registry.job(row['job']), request, restore[row['job']])}"
+                              f"{running}")
         checkpoint_audit.record(settings, rows)
         return rows
     try:
         for row in rows:
             job = registry.job(row["job"])
-            row["detail"] = _describe(settings, registry, job, request)
-            row["archived_to"] = str(_reset(spark, settings, registry, job, request))
+            row["detail"] = _describe(settings, job, request, restore[job.id])
+            row["archived_to"] = str(_reset(spark, settings, job, request, restore[job.id]))
         if request.mode == "full-refresh":  # rebuild, upstream first, from all source data
             from spark_jobs.runner import run_job
 
@@ -128,7 +129,8 @@ def _targets(registry: Registry, request: Request) -> list[str]:
     return [j for j in registry.order if j in jobs]
 
 
-def _check_allowed(settings: Settings, registry: Registry, job: JobSpec, request: Request) -> None:
+def _check_allowed(settings: Settings, registry: Registry, job: JobSpec, request: Request) -> dict[str, int]:
+    """Raise unless `request` may act on `job`; for a rollback, the {table: version} it restores."""
     if lease.is_held(settings, job.id) and not request.dry_run:
         raise lease.LeaseHeld(f"{lease.describe_holder(job.id, lease.read_lease(settings, job.id))}; stop it first "
                               f"(lakehouse stop {job.id} --wait 120)")
@@ -158,7 +160,8 @@ def _check_allowed(settings: Settings, registry: Registry, job: JobSpec, request
     if request.mode == "rollback":
         if len(request.jobs) != 1 or request.to_batch is None:
             raise ActionRefused("rollback takes one job and --to-batch B (batch ids are per job)")
-        rollback.rollback_versions(settings, registry, job, request.to_batch)
+        return rollback.rollback_versions(settings, registry, job, request.to_batch)
+    return {}
 
 
 def _audit_row(settings, registry, job: JobSpec, request: Request, actor: str) -> dict:
@@ -177,13 +180,12 @@ def _state(settings: Settings, job: JobSpec, when: str) -> dict:
             f"versions_{when}": json.dumps(versions)}
 
 
-def _describe(settings: Settings, registry: Registry, job: JobSpec, request: Request) -> str:
+def _describe(settings: Settings, job: JobSpec, request: Request, versions: dict[str, int]) -> str:
     checkpoint = settings.layout.checkpoint(job.id)
     if request.mode == "full-refresh":
         return (f"move {checkpoint} aside, empty {', '.join(job.tables_written())} (a new Delta version each; the "
                 "history is kept) and rebuild them from all source data (available-now)")
     if request.mode == "rollback":
-        versions = rollback.rollback_versions(settings, registry, job, request.to_batch)
         return (f"copy {checkpoint} aside; restore {', '.join(f'{t} to version {v}' for t, v in versions.items())}; "
                 f"remove batches {request.to_batch + 1}..{checkpoints.latest_committed_batch(checkpoint)} from the "
                 "checkpoint: running the job again re-runs them on the same input")
@@ -221,10 +223,10 @@ def _position_effect(settings: Settings, job: JobSpec, request: Request) -> str:
     return "; ".join(parts)
 
 
-def _reset(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec, request: Request) -> Path | None:
+def _reset(spark: SparkSession, settings: Settings, job: JobSpec, request: Request,
+           versions: dict[str, int]) -> Path | None:
     checkpoint = settings.layout.checkpoint(job.id)
     if request.mode == "rollback":
-        versions = rollback.rollback_versions(settings, registry, job, request.to_batch)
         archived = _archive(settings, job.id, copy=True)
         rollback.restore_tables(spark, settings, versions)
         rollback.truncate_checkpoint(checkpoint, job, request.to_batch)

@@ -61,13 +61,8 @@ def rollback_versions(settings: Settings, registry: Registry, job: JobSpec, to_b
     return versions
 
 
-def _log_offset(checkpoint: Path, batch: int) -> int:
-    texts = checkpoints.source_offsets(checkpoint, batch)
-    return int(json.loads(texts[0])["logOffset"]) if texts and texts[0] not in ("", "-") else -1
-
-
 def _check_file_log(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
-    keep_to = _log_offset(checkpoint, to_batch)
+    keep_to = checkpoints.file_log_offset(checkpoint, to_batch)
     log_dir = checkpoint / "sources" / "0"
     compacts = [int(p.name.split(".")[0]) for p in log_dir.glob("*.compact")]
     base = max((c for c in compacts if c <= keep_to), default=-1)
@@ -100,7 +95,7 @@ def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
     """Remove everything the checkpoint recorded after `to_batch` (logs, state versions, file-source entries)."""
     limits = {"offsets": to_batch, "commits": to_batch}
     if any(s.kind == "landing" for s in job.sources):
-        limits["sources"] = _log_offset(checkpoint, to_batch)
+        limits["sources"] = checkpoints.file_log_offset(checkpoint, to_batch)
     for top, limit in limits.items():
         for path in (checkpoint / top).rglob("*") if (checkpoint / top).is_dir() else []:
             match = _NUMBERED.match(path.name)

@@ -11,7 +11,7 @@ import pytest
 from include.generator import GeneratorConfig, write_landing
 from include.ops import lease
 from include.quality.suites import quality_tables
-from include.registry import Trigger, build_registry
+from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.runner import run_job
 from tests.support.helpers import REPO, arrival_order, generate, gold_rows
@@ -181,12 +181,11 @@ def test_failed_job_fails_the_task_and_records_an_alert(settings, fresh_assets, 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_maintenance_dag_compacts_the_selected_tables(spark, settings, raw, fresh_assets):
+def test_maintenance_dag_compacts_the_selected_tables(spark, settings, small_batch_registry, fresh_assets):
     from airflow.utils.state import DagRunState
 
-    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 2}
     generate(settings, events=400, seed=54, files=4)  # two bronze commits
-    run_job(spark, settings, build_registry(raw), "bronze_clickstream", Trigger(available_now=True))
+    run_job(spark, settings, small_batch_registry, "bronze_clickstream", Trigger(available_now=True))
     run = dagbag().dags["lakehouse_maintenance"].test(run_conf={"tables": ["bronze/clickstream"]})
     assert run.state == DagRunState.SUCCESS
     done = delta_store.read_table(settings.layout.ops_table("maintenance")).to_pylist()

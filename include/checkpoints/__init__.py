@@ -2,6 +2,7 @@
 
 from include.checkpoints.reader import (
     committed_watermark_ms,
+    file_log_offset,
     landing_files_of_batch,
     latest_committed_batch,
     latest_offsets_batch,
@@ -14,6 +15,6 @@ from include.checkpoints.reader import (
 )
 
 __all__ = [
-    "committed_watermark_ms", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
+    "committed_watermark_ms", "file_log_offset", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
     "source_offsets", "stored_conf", "writer_app_id", "written_by_python_delta_source",
 ]

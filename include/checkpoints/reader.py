@@ -85,17 +85,19 @@ def written_by_python_delta_source(checkpoint: Path) -> bool:
     return False
 
 
+def file_log_offset(checkpoint: Path, batch: int) -> int:
+    """The file-source log offset (`logOffset`) batch `batch` read up to; -1 before the first batch."""
+    if batch < 0:
+        return -1
+    texts = source_offsets(checkpoint, batch)
+    return int(json.loads(texts[0]).get("logOffset", -1)) if texts and texts[0] not in ("", "-") else -1
+
+
 def landing_files_of_batch(checkpoint: Path, batch: int) -> list[str]:
     """The landing files (URIs) that batch `batch` of a file-source query admitted: entries of the source's
     file log (`sources/0/<n>`, or a `<n>.compact` holding all up to n) between the previous batch's
     `logOffset` and this batch's."""
-    def log_offset(batch_id: int) -> int:
-        if batch_id < 0:
-            return -1
-        texts = source_offsets(checkpoint, batch_id)
-        return int(json.loads(texts[0])["logOffset"]) if texts and texts[0] not in ("", "-") else -1
-
-    first, last = log_offset(batch - 1) + 1, log_offset(batch)
+    first, last = file_log_offset(checkpoint, batch - 1) + 1, file_log_offset(checkpoint, batch)
     log_dir = Path(checkpoint) / "sources" / "0"
     files: dict[str, None] = {}
     for n in range(first, last + 1):
