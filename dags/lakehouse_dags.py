@@ -231,7 +231,8 @@ management*; `lakehouse checkpoint plan` says which one a registry change needs)
 Tasks: `plan` validates the form and shows the plans -> `approve`, a person's approval (Browse ->
 Required Actions), only when the mode destroys state and `dry_run` is off -> `stop_live_jobs` (at a batch
 boundary) -> `apply` (`spark-submit spark_jobs/checkpoint.py` on `spark_default`) -> `verify` (every
-plan is `resume` again) -> `restart_live_jobs` -> `audit` (`_ops/checkpoint_audit`: every action, dry
+plan is `resume` again and, unless `verify_run` is off, an available-now run of each target resumes and
+commits) -> `restart_live_jobs` -> `audit` (`_ops/checkpoint_audit`: every action, dry
 runs and rejections included). `dry_run` is on by default. Old checkpoints are moved aside as
 `_checkpoints/<job>.reset-<n>`, never deleted in place. A run whose approval is rejected changes nothing.
 """
@@ -263,6 +264,10 @@ with DAG(
                                 description="reset-checkpoint: start at the first version committed at or after "
                                             "this time (e.g. 2026-11-23T10:00:00Z)."),
         "from_latest": Param(False, type="boolean", description="reset-checkpoint: only what is committed from now."),
+        "verify_run": Param(True, type="boolean",
+                            description="After the action, run each target once with available-now: it resumes from "
+                                        "its checkpoint and commits what is pending (after a rollback, the undone "
+                                        "batches again, on the same input). Off: check the plans only."),
         "to_batch": Param(None, type=["null", "integer"], minimum=0,
                           description="rollback (one job): the batch whose checkpoint and table versions to restore "
                                       "(`lakehouse checkpoint inspect <job>` lists the batches kept)."),
@@ -296,11 +301,10 @@ with DAG(
 
     apply = CheckpointOperator(task_id="apply", settings=SETTINGS, doc_md=CHECKPOINT_DOC)
 
-    @task(task_id="verify", doc_md="Every target's plan is `resume` again.")
-    def verify(planned: dict) -> str:
-        from include.airflow.tasks import verify_checkpoints
-
-        return verify_checkpoints(planned)
+    verify = CheckpointOperator(
+        task_id="verify", settings=SETTINGS, args_key="verify_args",
+        doc_md="`lakehouse checkpoint verify`: every target's plan is `resume` again and (param `verify_run`) an "
+               "available-now run resumes from the checkpoint and commits, upstream first. Skipped in a dry run.")
 
     @task(task_id="restart_live_jobs", trigger_rule="all_done", doc_md="Starts again what `stop_live_jobs` stopped.")
     def restart(stopped: list[str] | None) -> list[str]:
@@ -320,4 +324,4 @@ with DAG(
     gate(planned) >> [approve, stopped]
     approve >> stopped
     restarted = restart(stopped)
-    stopped >> apply >> verify(planned) >> restarted >> audit(planned)
+    stopped >> apply >> verify >> restarted >> audit(planned)

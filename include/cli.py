@@ -13,7 +13,7 @@ from include.logging_setup import configure_logging
 from include.ops.launch import report_failure
 from include.registry import Trigger, load_registry
 from include.settings import Settings, load_settings
-from spark_jobs.checkpoint_actions import ACTION_HELP, add_action_arguments
+from spark_jobs.checkpoint_actions import COMMAND_HELP, add_action_arguments
 from spark_jobs.entrypoint import add_run_arguments, positive_int
 
 log = logging.getLogger("lakehouse")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = checkpoint_sub.add_parser("plan", help="what each job's checkpoint needs after registry changes")
     plan.add_argument("jobs", nargs="*", help="jobs (default: every job)")
     plan.add_argument("--json", action="store_true")
-    for mode, text in ACTION_HELP.items():
+    for mode, text in COMMAND_HELP.items():
         add_action_arguments(checkpoint_sub.add_parser(mode, help=text), mode)
 
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")

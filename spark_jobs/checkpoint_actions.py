@@ -45,6 +45,8 @@ ACTION_HELP = {
     "rollback": "checkpoint and tables back to what batch B committed (_ops/batch_ledger); a re-run repeats it",
 }
 APPLIED_MODES = tuple(ACTION_HELP)
+COMMAND_HELP = {**ACTION_HELP, "verify": "after an action: the plan is `resume` and an available-now run resumes from "
+                                         "the checkpoint and commits (--no-run: the plan and last batch only)"}
 DESTRUCTIVE = ("full-refresh", "reset-checkpoint", "rollback")
 
 
@@ -114,6 +116,43 @@ def apply(spark: SparkSession | None, settings: Settings, registry: Registry, re
         checkpoint_audit.record(settings, [r for r in rows if r["outcome"]])
         for job_id in jobs:
             _prune(settings, job_id, request.keep)
+    return rows
+
+
+def verify(spark: SparkSession | None, settings: Settings, registry: Registry, jobs: list[str], *,
+           run: bool = True, actor: str = "") -> list[dict]:
+    """Check the jobs after an action, upstream first: each plan is `resume` again and, with `run`, an
+    available-now run resumes from the checkpoint and commits what is pending (after a rollback: the undone
+    batches again, on the same input). Audited as mode `verify`; a job that fails stops the check."""
+    from spark_jobs.runner import run_job
+
+    actor = actor or checkpoint_audit.default_actor()
+    rows = []
+    try:
+        for job_id in [j for j in registry.order if j in jobs]:
+            job = registry.job(job_id)
+            request = Request("verify", (job_id,), actor=actor)
+            rows.append(row := _audit_row(settings, registry, job, request, actor))
+            plan = json.loads(row["plan"])
+            if plan["mode"] != "resume":
+                raise ActionRefused(f"job {job_id!r}: its plan is {plan['mode']}, not resume: `lakehouse checkpoint "
+                                    f"plan {job_id}` says why")
+            if run:
+                if lease.is_held(settings, job_id):
+                    raise lease.LeaseHeld(lease.describe_holder(job_id, lease.read_lease(settings, job_id)))
+                run_job(spark, settings, registry, job_id, Trigger(available_now=True))
+            row.update(outcome="done", **_state(settings, job, "after"))
+            before, after = row["batch_before"], row["batch_after"]
+            ran = ("no run" if not run else "an available-now run found nothing new" if after == before
+                   else f"an available-now run committed batches {0 if before is None else before + 1}..{after}")
+            row["detail"] = f"plan resume; {ran}; last committed batch {after}"
+            log.info("job=%s: verified: %s", job_id, row["detail"])
+    except Exception as exc:
+        if rows and rows[-1]["outcome"] != "done":
+            rows[-1].update(outcome="failed", detail=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    finally:
+        checkpoint_audit.record(settings, rows)
     return rows
 
 
@@ -315,9 +354,12 @@ def add_action_arguments(parser: argparse.ArgumentParser, mode: str) -> argparse
     from spark_jobs.entrypoint import partition_count, positive_int
 
     parser.add_argument("jobs", nargs="+")
+    parser.add_argument("--actor", default="", help="who asks (default: cli:<user>; the DAG: its run)")
+    if mode == "verify":
+        parser.add_argument("--no-run", action="store_true", help="check the plan only; run nothing")
+        return parser
     parser.add_argument("--dry-run", action="store_true", help="say what would happen; change nothing")
     parser.add_argument("--keep", type=positive_int, default=5, help="old checkpoints kept aside (default 5)")
-    parser.add_argument("--actor", default="", help="who asks (default: cli:<user>; the DAG: its run)")
     if mode == "full-refresh":
         parser.add_argument("--cascade", action="store_true", help="also rebuild every downstream job")
     if mode == "repartition":
@@ -339,6 +381,15 @@ def run_action(settings: Settings, args: argparse.Namespace) -> int:
 
     registry = load_registry(settings.registry_path)
     mode = args.checkpoint_command
+    if mode == "verify":
+        unknown = [j for j in args.jobs if j not in registry.jobs]
+        if unknown:
+            raise KeyError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
+        spark = None if args.no_run else get_spark(settings, app_name="lakehouse-checkpoint")
+        rows = verify(spark, settings, registry, list(args.jobs), run=not args.no_run, actor=args.actor)
+        for row in rows:
+            sys.stdout.write(f"{row['job']}: verify {row['outcome']}: {row['detail']}\n")
+        return 0
     request = Request(
         mode=mode, jobs=tuple(args.jobs), cascade=getattr(args, "cascade", False), dry_run=args.dry_run,
         partitions=getattr(args, "partitions", None), from_version=getattr(args, "from_version", None),
@@ -359,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="spark_jobs/checkpoint.py", description=main.__doc__)
     modes = parser.add_subparsers(dest="checkpoint_command", required=True)
-    for mode, text in ACTION_HELP.items():
+    for mode, text in COMMAND_HELP.items():
         add_action_arguments(modes.add_parser(mode, help=text), mode)
     args = parser.parse_args(argv)
     try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 
-from include.generator import GeneratorConfig, write_landing
+from include.generator import DEFAULT_START, GeneratorConfig, write_landing
 from include.ops import lease
 from include.quality.suites import quality_tables
 from include.registry import Trigger
@@ -277,13 +278,20 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
 
     dry = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition"})  # dry_run is the default
     assert dry.state == DagRunState.SUCCESS and states(dry)["approve"] == TaskInstanceState.SKIPPED
+    assert states(dry)["verify"] == TaskInstanceState.SKIPPED
     assert audit(dry) == [("gold_user_activity_5m", "repartition", "dry-run")] and checkpoints.shuffle_partitions(
         checkpoint) == 4
 
+    generate(settings, events=300, seed=56, files=1, start=DEFAULT_START + timedelta(hours=2))  # pending input
+    for job_id in ("bronze_clickstream", "silver_clickstream"):
+        run_job(spark, settings, registry, job_id, Trigger(available_now=True))
+    before = checkpoints.latest_committed_batch(checkpoint)
     moved = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition", "dry_run": False})  # no state destroyed
     assert moved.state == DagRunState.SUCCESS and states(moved)["approve"] == TaskInstanceState.SKIPPED
-    assert audit(moved) == [("gold_user_activity_5m", "repartition", "done")]
+    assert sorted(audit(moved)) == [("gold_user_activity_5m", "repartition", "done"),
+                                    ("gold_user_activity_5m", "verify", "done")]
     assert checkpoints.shuffle_partitions(checkpoint) == 2
+    assert checkpoints.latest_committed_batch(checkpoint) > before  # verify's available-now run, on 2 partitions
 
     versions = delta_store.latest_version(gold)
     refresh = {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh", "dry_run": False}
@@ -292,9 +300,10 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert audit(rejected) == [("gold_user_activity_5m", "full-refresh", "not applied")]
     assert delta_store.latest_version(gold) == versions
 
-    approved = run(refresh, "Approve")
+    approved = run({**refresh, "verify_run": False}, "Approve")  # the refresh itself ran available-now
     assert approved.state == DagRunState.SUCCESS and states(approved)["verify"] == TaskInstanceState.SUCCESS
-    assert audit(approved) == [("gold_user_activity_5m", "full-refresh", "done")]
+    assert sorted(audit(approved)) == [("gold_user_activity_5m", "full-refresh", "done"),
+                                       ("gold_user_activity_5m", "verify", "done")]
     assert delta_store.latest_version(gold) > versions and settings.layout.archived_checkpoint(
         "gold_user_activity_5m", 2).is_dir()
 

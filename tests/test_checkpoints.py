@@ -15,7 +15,7 @@ from include.ops import batch_ledger, lease
 from include.ops.checkpoint_audit import AUDIT_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
-from spark_jobs.checkpoint_actions import ActionRefused, Request, apply, state_operators
+from spark_jobs.checkpoint_actions import ActionRefused, Request, apply, state_operators, verify
 from spark_jobs.rollback import RollbackRefused
 from spark_jobs.runner import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
@@ -143,6 +143,8 @@ def test_a_changed_partition_count_refuses_to_start_then_repartition_resumes_exa
     assert "cannot resume its checkpoint" in refused.stderr and "lakehouse checkpoint repartition " \
         "gold_user_activity_5m --partitions 2" in refused.stderr and "shuffle_partitions: 4 -> 2" in refused.stderr
 
+    with pytest.raises(ActionRefused, match="its plan is repartition, not resume"):
+        verify(None, settings, two, ["gold_user_activity_5m"], run=False, actor="test")
     with pytest.raises(ActionRefused, match="set it to 3 first"):
         apply(spark, settings, two, Request("repartition", ("gold_user_activity_5m",), partitions=3))
     [row] = apply(spark, settings, two, Request("repartition", ("gold_user_activity_5m",), actor="test"))
@@ -162,8 +164,8 @@ def test_a_changed_partition_count_refuses_to_start_then_repartition_resumes_exa
     assert report["sinks"][0]["delta_version"] == delta_store.latest_version(
         settings.layout.table("gold/user_activity_5m"))
     audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
-    assert [(a["job"], a["mode"], a["outcome"], a["actor"]) for a in audit] == [
-        ("gold_user_activity_5m", "repartition", "done", "test")]
+    assert sorted((a["job"], a["mode"], a["outcome"], a["actor"]) for a in audit) == [
+        ("gold_user_activity_5m", "repartition", "done", "test"), ("gold_user_activity_5m", "verify", "failed", "test")]
 
 
 def first_end(result):
@@ -280,7 +282,8 @@ def test_rollback_to_a_batch_then_rerun_gives_the_same_rows(spark, settings, sma
     assert checkpoints.latest_committed_batch(checkpoint) == 1
     assert checkpoints.writer_app_id(checkpoint, job_id).endswith(":g1")
     assert set(gold_rows(settings, table)) == gold_rows_at(settings, table, version) != set(first)
-    run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    [verified] = verify(spark, settings, registry, [job_id], actor="test")  # the DAG's verify: re-runs batches 2..
+    assert verified["outcome"] == "done" and "an available-now run committed batches 2.." in verified["detail"]
     assert gold_rows(settings, table) == first  # the same rows as the first time, none twice
     audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
     assert [r["outcome"] for r in audit if r["mode"] == "rollback"] == ["done", "dry-run", "done"]

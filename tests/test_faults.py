@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from include.ops import lease
 from include.ops.heartbeats import read_heartbeat
@@ -119,15 +120,23 @@ FAULTS = {
     "deleted state": ("silver_clickstream", lambda cp, tb: shutil.rmtree(cp / "state"), "state is missing"),
     "truncated changelog": ("silver_clickstream", lambda cp, tb: truncate(cp / "state" / "0" / "1" / "2.changelog"),
                             "2.changelog is truncated"),
+    "truncated snapshot": ("gold_user_activity_5m", lambda cp, tb: truncate(cp / "state" / "0" / "1" / "2.zip"),
+                           "2.zip is truncated"),
     "truncated delta log": ("silver_clickstream", lambda cp, tb: truncate(max((tb / "_delta_log").glob("*.json"))),
                             "is truncated or corrupt (table"),
 }
 
 
-def test_damaged_files_and_bad_settings_end_in_one_line(spark, settings, registry, lakehouse_env, tmp_path):
-    """Each fault: exit 2, one line naming the file (or value) and what to do, no trace, nothing changed."""
+def test_damaged_files_and_bad_settings_end_in_one_line(spark, settings, raw, lakehouse_env, tmp_path):
+    """Each fault: exit 2, one line naming the file (or value) and what to do, no trace, nothing changed.
+    Silver keeps its state with changelog checkpointing, gold in snapshots (the shipped default)."""
+    raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": True}
+    path = tmp_path / "changelog_silver.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    lakehouse_env["LAKEHOUSE_REGISTRY"] = str(path)
+    registry = build_registry(raw, path)
     generate(settings, events=300, seed=73, files=2)
-    for job_id in ("bronze_clickstream", "silver_clickstream"):
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))
     rows = delta_store.count_rows(settings.layout.table("silver/clickstream"))
     for number, (fault, (job_id, damage, expected)) in enumerate(FAULTS.items()):

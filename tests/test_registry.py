@@ -31,9 +31,18 @@ def test_real_registry_loads_in_dependency_order(registry):
     }
     bronze = registry.job("bronze_clickstream")
     assert bronze.output_schema["_source_file"] == "string" and bronze.output_schema["_ingested_at"] == "timestamp"
-    assert bronze.state_store.provider == "rocksdb" and bronze.state_store.changelog_checkpointing
+    assert bronze.state_store.provider == "rocksdb" and not bronze.state_store.changelog_checkpointing
     assert registry.job("silver_clickstream").source.watermark_seconds == 600
     assert str(bronze.triggers["live"]) == "processing-time=10 seconds"
+
+
+def test_changelog_checkpointing_defaults_to_true_and_must_be_a_boolean(raw):
+    """A registry without the key keeps the meaning it always had (changelog checkpointing on)."""
+    del raw["defaults"]["state_store"]["changelog_checkpointing"]
+    assert build_registry(copy.deepcopy(raw)).job("silver_clickstream").state_store.changelog_checkpointing
+    raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": "no"}
+    with pytest.raises(RegistryError, match="silver_clickstream.*changelog_checkpointing: must be true or false"):
+        build_registry(raw)
 
 
 def test_unknown_job_lists_known_ones(registry):

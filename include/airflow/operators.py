@@ -88,15 +88,20 @@ class MaintenanceOperator(SparkSubmitOperator):
 
 
 class CheckpointOperator(SparkSubmitOperator):
-    """spark-submit of a checkpoint action (`spark_jobs/checkpoint.py`) with the arguments the `plan` task
-    built from the run's params, and the run as the audited actor."""
+    """spark-submit of a checkpoint command (`spark_jobs/checkpoint.py`) with the arguments the `plan` task
+    built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the audited actor."""
 
-    def __init__(self, *, settings: Settings, plan_task_id: str = "plan", **kwargs):
+    def __init__(self, *, settings: Settings, plan_task_id: str = "plan", args_key: str = "args", **kwargs):
         super().__init__(application=str(CHECKPOINT_ENTRY), **submit_kwargs(settings, "lakehouse-checkpoint", []),
                          **kwargs)
         self.plan_task_id = plan_task_id
+        self.args_key = args_key
 
     def execute(self, context):
+        from airflow.sdk.exceptions import AirflowSkipException
+
         planned = context["ti"].xcom_pull(task_ids=self.plan_task_id)
-        self.application_args = [*planned["args"], "--actor", planned["actor"]]
+        if not planned.get(self.args_key):
+            raise AirflowSkipException(f"nothing to do: {planned.get('skip_reason', 'see the plan task')}")
+        self.application_args = [*planned[self.args_key], "--actor", planned["actor"]]
         return super().execute(context)

@@ -93,8 +93,10 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
     summary = (f"**{mode}** of {', '.join(targets)}" + (" (dry run: nothing changes)" if dry_run else "")
                + f"\n\nCurrent plans:\n\n{markdown}")
     log.info("%s", summary)
+    verify_args = None if dry_run else ["verify", *targets] + ([] if params.get("verify_run", True) else ["--no-run"])
     return {"mode": mode, "targets": targets, "args": args, "dry_run": dry_run, "markdown": summary,
-            "needs_approval": mode in DESTRUCTIVE and not dry_run, "actor": f"dag:checkpoint_reset/{run_id}"}
+            "needs_approval": mode in DESTRUCTIVE and not dry_run, "actor": f"dag:checkpoint_reset/{run_id}",
+            "verify_args": verify_args, "skip_reason": "a dry run changed nothing to verify"}
 
 
 def stop_live_jobs(planned: dict) -> list[str]:
@@ -112,24 +114,6 @@ def stop_live_jobs(planned: dict) -> list[str]:
                 raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
             stopped.append(job_id)
     return stopped
-
-
-def verify_checkpoints(planned: dict) -> str:
-    """After the action: every target's plan is `resume` again (a dry run changed nothing to verify)."""
-    from include.checkpoints import inspect
-
-    if planned["dry_run"]:
-        return "dry run: nothing to verify"
-    settings, registry = load()
-    lines = []
-    for job_id in planned["targets"]:
-        report = inspect.inspect(settings, registry, registry.job(job_id))
-        if report["plan"]["mode"] != "resume":
-            raise RuntimeError(f"{job_id}: after {planned['mode']} its plan is still {report['plan']['mode']}")
-        lines.append(f"{job_id}: resume; last committed batch {report['last_committed_batch']}, shuffle partitions "
-                     f"{report['shuffle_partitions']['recorded']}")
-    log.info("%s", "\n".join(lines))
-    return "\n".join(lines)
 
 
 def restart_live_jobs(stopped: list[str] | None) -> list[str]:

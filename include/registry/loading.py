@@ -624,13 +624,17 @@ def _validate_state_store(where: str, raw: dict, problems: list[str]) -> StateSt
             problems.append(f"{where}: state_store.{name}: must be a positive integer, got {value!r}")
             return None
         numbers[name] = value
+    changelog = raw.get("changelog_checkpointing", True)
+    if not isinstance(changelog, bool):
+        problems.append(f"{where}: state_store.changelog_checkpointing: must be true or false, got {changelog!r}")
+        return None
     if numbers["shuffle_partitions"] > MAX_SHUFFLE_PARTITIONS:
         problems.append(f"{where}: state_store.shuffle_partitions: at most {MAX_SHUFFLE_PARTITIONS}, "
                         f"got {numbers['shuffle_partitions']}")
         return None
     return StateStoreSpec(
         provider=provider,
-        changelog_checkpointing=bool(raw.get("changelog_checkpointing", True)),
+        changelog_checkpointing=changelog,
         shuffle_partitions=numbers["shuffle_partitions"],
         min_batches_to_retain=numbers["min_batches_to_retain"],
     )
