@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime
 
 from include.logging_setup import configure_logging
@@ -231,6 +232,12 @@ COMMANDS = {
 }
 
 
+def prints_a_report(args: argparse.Namespace) -> bool:
+    """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
+    return args.command in ("summary", "quality") or (
+        args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -239,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"lakehouse: {exc}\n")
         return 2
+    if prints_a_report(args) and "LAKEHOUSE_LOG_LEVEL" not in os.environ:
+        settings = replace(settings, log_level="WARNING")  # the report alone, unless logs are asked for
     configure_logging(settings)
     try:
         return COMMANDS[args.command](settings, args)

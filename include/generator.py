@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 EVENT_TYPES = ("page_view", "click", "add_to_cart", "purchase")
 OFFSETS = (timedelta(0), timedelta(hours=2), timedelta(hours=-5), timedelta(hours=5, minutes=30))
-MALFORMED_KINDS = ("broken_json", "missing_event_time", "unparseable_timestamp", "wrong_type", "missing_event_id")
-PAYMENT_MALFORMED_KINDS = ("broken_json", "missing_payment_time", "unparseable_timestamp", "wrong_type",
+# Named as the quarantine reasons these lines get (spark_jobs/transforms.py).
+MALFORMED_KINDS = ("malformed_json", "missing_event_time", "unparseable_event_time", "wrong_type", "missing_event_id")
+PAYMENT_MALFORMED_KINDS = ("malformed_json", "missing_payment_time", "unparseable_payment_time", "wrong_type",
                            "missing_payment_id")
 PAID_WITHIN = (0, 25 * 60)  # seconds after the purchase
 PAID_AFTER = (35 * 60, 90 * 60)
@@ -87,15 +88,15 @@ def _iso(moment: datetime, rng: random.Random) -> str:
     return text.replace("+00:00", "Z") if offset == timedelta(0) and rng.random() < 0.5 else text
 
 
-def _malformed(record: dict, kind: str, time_field: str = "event_time", number_field: str = "value") -> str:
-    if kind == "broken_json":
+def _malformed(record: dict, kind: str, number_field: str = "value") -> str:
+    if kind == "malformed_json":
         text = json.dumps(record)
         return text[: max(1, len(text) // 2)]
     bad = dict(record)
     if kind.startswith("missing_"):
         del bad[kind.removeprefix("missing_")]
-    elif kind == "unparseable_timestamp":
-        bad[time_field] = "not-a-timestamp"
+    elif kind.startswith("unparseable_"):
+        bad[kind.removeprefix("unparseable_")] = "not-a-timestamp"
     elif kind == "wrong_type":
         bad[number_field] = "twelve"
     return json.dumps(bad)
@@ -184,7 +185,7 @@ def generate_payment_lines(config: GeneratorConfig) -> tuple[list[str], Counter]
         if rng.random() < config.malformed_fraction:
             malformed = rng.choice(PAYMENT_MALFORMED_KINDS)
             kinds[f"malformed:{malformed}"] += 1
-            lines.append(_malformed(payment, malformed, "payment_time", "amount"))
+            lines.append(_malformed(payment, malformed, number_field="amount"))
         else:
             kinds[kind] += 1
             lines.append(json.dumps(payment))

@@ -7,7 +7,8 @@
 | LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
 | LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory when not under spark-submit |
 | LAKEHOUSE_SPARK_UI               | 0                               | 1 enables the Spark UI                    |
-| LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level                          |
+| LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level (the project's lines)    |
+| LAKEHOUSE_SPARK_LOG_LEVEL        | WARN                            | Spark's (JVM) log level: TRACE..OFF       |
 | LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
 | LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
@@ -25,6 +26,9 @@ from include.storage.layout import Layout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(__file__).resolve().parent
+SPARK_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+SPARK_LOG_CONFIG = PACKAGE_DIR / "spark_log4j2.properties"  # Spark's JVM logging, from its first line
+SPARK_LOG_JAVA_OPTION = f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}"  # the driver's JVM option
 
 
 def _env(name: str, default: str) -> str:
@@ -42,6 +46,7 @@ class Settings:
     spark_driver_memory: str = "2g"
     spark_ui: bool = False
     log_level: str = "INFO"
+    spark_log_level: str = "WARN"
     stop_grace_seconds: float = 120.0
     task_retries: int = 2
     dq_spark_threshold_rows: int = 2_000_000
@@ -75,6 +80,10 @@ def load_settings() -> Settings:
     retries = _env("LAKEHOUSE_TASK_RETRIES", "2")
     if not retries.isdigit():
         raise ValueError(f"LAKEHOUSE_TASK_RETRIES must be a non-negative integer, got {retries!r}")
+    spark_log_level = _env("LAKEHOUSE_SPARK_LOG_LEVEL", "WARN").upper()
+    if spark_log_level not in SPARK_LOG_LEVELS:
+        raise ValueError(f"LAKEHOUSE_SPARK_LOG_LEVEL must be one of {', '.join(SPARK_LOG_LEVELS)}, "
+                         f"got {spark_log_level!r}")
     threshold = _env("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "2000000")
     if not threshold.isdigit():
         raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
@@ -85,6 +94,7 @@ def load_settings() -> Settings:
         spark_driver_memory=_env("LAKEHOUSE_SPARK_DRIVER_MEMORY", "2g"),
         spark_ui=_env("LAKEHOUSE_SPARK_UI", "0") == "1",
         log_level=_env("LAKEHOUSE_LOG_LEVEL", "INFO").upper(),
+        spark_log_level=spark_log_level,
         stop_grace_seconds=grace,
         task_retries=int(retries),
         dq_spark_threshold_rows=int(threshold),

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from include.settings import Settings
+from include.settings import SPARK_LOG_JAVA_OPTION, Settings
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
             builder.master(settings.spark_master)
             .config("spark.driver.memory", settings.spark_driver_memory)
             .config("spark.jars", ",".join(str(j) for j in jars))
+            .config("spark.driver.extraJavaOptions", SPARK_LOG_JAVA_OPTION)
         )
     builder = (
         builder.config("spark.sql.session.timeZone", "UTC")
@@ -95,7 +96,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(settings.spark_log_level)
     if under_spark_submit() and not spark._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION):
         spark.stop()
         listed = ",".join(str(j) for j in jars)

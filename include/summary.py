@@ -31,11 +31,12 @@ class LakehouseSummary:
     docs_index: str
 
     def render(self) -> str:
-        width = max(len(t.table) for t in self.tables)
-        lines = [f"{'table'.ljust(width)}  {'rows':>10}  {'version':>7}  writer / location"]
+        width = max(len("table"), *(len(t.table) for t in self.tables))
+        writer_width = max(len("writer"), *(len(t.writer) for t in self.tables))
+        lines = [f"{'table'.ljust(width)}  {'rows':>10}  {'version':>7}  {'writer'.ljust(writer_width)}  location"]
         for t in self.tables:
             version = "-" if t.version is None else str(t.version)
-            lines.append(f"{t.table.ljust(width)}  {t.rows:>10}  {version:>7}  {t.writer}  {t.path}")
+            lines.append(f"{t.table.ljust(width)}  {t.rows:>10}  {version:>7}  {t.writer.ljust(writer_width)}  {t.path}")
         lines.append("")
         lines.append("state rows (latest batch): " + (", ".join(f"{j}={n}" for j, n in self.state_rows.items()) or "none"))
         quarantined = sum(self.quarantine_reasons.values())

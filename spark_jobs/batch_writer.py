@@ -10,6 +10,7 @@ commit log) finds it and writes nothing, in every table it writes. A parse_json 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame
@@ -26,8 +27,9 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of `job`."""
+def make_batch_writer(settings: Settings, job: JobSpec,
+                      written: Counter | None = None) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of `job`; adds the rows each batch writes per table to `written`."""
     checkpoint = settings.layout.checkpoint(job.id)
     sink = job.sink
 
@@ -51,6 +53,8 @@ def make_batch_writer(settings: Settings, job: JobSpec) -> Callable[[DataFrame, 
                     (rows.coalesce(sink.files_per_batch).write.format("delta").mode("append")
                      .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
             batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
+            if written is not None:
+                written.update(rows_per_table)
             hooks.fire(job.id, "after_commit", batch_id)
         finally:
             batch.unpersist()

@@ -93,9 +93,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
     shield_jvm_from_stop_signals(spark)
     stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
-    result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
-                     stop_requested=stop)
-    log.info("job=%s %s (last batch %s)", result.job, result.status, result.last_batch)
+    run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
+            stop_requested=stop)  # its summary line ends the log
     return ExitCode.OK
 
 

@@ -38,6 +38,7 @@ class ProgressRecorder(StreamingQueryListener):
         self._settings: dict[str, Settings] = {}
         self._jobs: dict[str, str] = {}  # query id -> job: idle events carry no query name
         self._terminated: set[str] = set()
+        self._totals: dict[str, list[int]] = {}  # run id -> [batches, input rows]
         self._lock = threading.Condition()
 
     def track(self, job_id: str, settings: Settings) -> None:
@@ -54,6 +55,9 @@ class ProgressRecorder(StreamingQueryListener):
         progress = event.progress
         if progress.name not in self._settings:
             return
+        totals = self._totals.setdefault(str(progress.runId), [0, 0])
+        totals[0] += 1
+        totals[1] += progress.numInputRows
         try:
             row = progress_row(progress)
             settings = self._settings[progress.name]
@@ -97,6 +101,11 @@ class ProgressRecorder(StreamingQueryListener):
         with self._lock:
             self._terminated.add(str(event.id))
             self._lock.notify_all()
+
+    def totals(self, run_id: str) -> tuple[int, int]:
+        """(batches, input rows) of one run of a query (its run id), as recorded so far."""
+        batches, rows = self._totals.get(run_id, (0, 0))
+        return batches, rows
 
     def wait_terminated(self, query_id: str, timeout: float = 60.0) -> bool:
         """Block until the listener has handled `query_id`'s termination.

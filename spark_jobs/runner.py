@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
@@ -81,6 +82,7 @@ class RunResult:
     query_id: str
     status: str  # "finished" (available-now drained) or "stopped" (stop requested)
     last_batch: int | None
+    summary: str = ""  # one line: batches, rows in, rows written per table, duration
 
 
 def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int | None) -> int:
@@ -162,6 +164,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     recorder.track(job.id, settings)
     checkpoint = settings.layout.checkpoint(job.id)
     starting = None if (checkpoint / "offsets").is_dir() else read_start_position(checkpoint)
+    written: Counter = Counter()  # rows out per table, over this run's batches
     if starting:
         log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
@@ -169,12 +172,13 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)
-        .foreachBatch(make_batch_writer(settings, job))
+        .foreachBatch(make_batch_writer(settings, job, written))
     )
     writer = writer.trigger(availableNow=True) if trigger.available_now else writer.trigger(
         processingTime=f"{trigger.interval_seconds} seconds"
     )
     log.info("job=%s starting (%s, %d shuffle partitions, checkpoint %s)", job.id, trigger, partitions, checkpoint)
+    started = time.monotonic()
     query = writer.start()
     status = "finished"
     while query.isActive:
@@ -193,11 +197,23 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     last_batch = last["batchId"] if last else None
     if not recorder.wait_terminated(str(query.id)):
         log.warning("job=%s: the progress listener did not catch up in time", job.id)
-    write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch)
+    batches, rows_in = recorder.totals(str(query.runId))
+    summary = run_summary(job.id, "failed" if error else status, batches, rows_in, written, last_batch,
+                          time.monotonic() - started)
+    write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch,
+                    summary=summary)
     if error is not None:
-        raise RuntimeError(f"job {job.id!r} failed: {error}")
-    log.info("job=%s %s at batch %s", job.id, status, last_batch)
-    return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch)
+        raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
+    log.info("%s", summary)
+    return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+
+def run_summary(job_id: str, status: str, batches: int, rows_in: int, written: Counter, last_batch: int | None,
+                seconds: float) -> str:
+    """The run's one-line summary, which ends the job's log (and its Airflow task's)."""
+    tables = ", ".join(f"{table} +{rows}" for table, rows in sorted(written.items())) or "none"
+    return (f"job={job_id} {status}: {batches} batches, {rows_in} rows in, rows out {tables}, "
+            f"last batch {last_batch}, {seconds:.1f} s")
 
 
 def _stop_at_batch_boundary(query, grace_seconds: float, job_id: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import signal
 import threading
@@ -45,6 +46,11 @@ def test_sigterm_to_the_process_group_stops_at_a_batch_boundary(settings, lakeho
     assert "Traceback" not in output and "Exception" not in output, output[-3000:]
     assert read_heartbeat(settings, JOB)["status"] == "stopped"
     assert not lease.is_held(settings, JOB)
+    # Spark logs at WARN (LAKEHOUSE_SPARK_LOG_LEVEL) from its first line; the run's summary ends the log
+    assert not re.search(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO ", output, re.MULTILINE), output[-3000:]
+    last = output.strip().splitlines()[-1]
+    assert f"job={JOB} stopped:" in last and f"{data.lines} rows in" in last, output[-3000:]
+    assert "bronze/clickstream +" in last and "bronze/clickstream_quarantine +" in last, last
 
 
 def good_line(n: int) -> bytes:

@@ -22,8 +22,8 @@ def test_imperfections_are_present_in_the_configured_proportions():
     assert 0.04 < kinds["duplicate"] / 20000 < 0.06
     assert 0.015 < kinds["late"] / 20000 < 0.025
     malformed = {k: v for k, v in kinds.items() if k.startswith("malformed:")}
-    assert set(malformed) == {"malformed:broken_json", "malformed:missing_event_time",
-                              "malformed:unparseable_timestamp", "malformed:wrong_type", "malformed:missing_event_id"}
+    assert set(malformed) == {"malformed:malformed_json", "malformed:missing_event_time",
+                              "malformed:unparseable_event_time", "malformed:wrong_type", "malformed:missing_event_id"}
     parsed = [json.loads(line) for line in lines[:200] if line.startswith("{") and line.endswith("}")]
     assert {"event_id", "user_id", "event_type", "value", "event_time"} <= set(parsed[0])
     ids = [json.loads(line)["event_id"] for line in lines if '"event_id"' in line and line.endswith("}")]
@@ -79,7 +79,7 @@ def test_payments_have_their_own_malformed_lines_and_unknown_sources_are_refused
 
     lines, kinds = generate_payment_lines(GeneratorConfig(events=4000, seed=9, malformed_fraction=0.2))
     malformed = {k.split(":", 1)[1] for k in kinds if k.startswith("malformed:")}
-    assert malformed == {"broken_json", "missing_payment_time", "unparseable_timestamp", "wrong_type",
+    assert malformed == {"malformed_json", "missing_payment_time", "unparseable_payment_time", "wrong_type",
                          "missing_payment_id"}
     with pytest.raises(ValueError, match="no test-data generator for source 'refunds'"):
         write_landing(tmp_path, "refunds", GeneratorConfig(events=10, seed=1))

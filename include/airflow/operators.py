@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -41,6 +42,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             raise AirflowSkipException(f"{self.job_id} not among the selected jobs {selected}")
         if lease.is_held(self.lakehouse_settings, self.job_id):
             raise AirflowSkipException(self._running_elsewhere())
+        started = datetime.now(UTC)
         try:
             return super().execute(context)
         except AirflowException:
@@ -48,6 +50,16 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             if process is not None and process.returncode == ExitCode.REFUSED:
                 raise AirflowSkipException(self._running_elsewhere()) from None
             raise
+        finally:
+            self._log_run_summary(started)
+
+    def _log_run_summary(self, since: datetime) -> None:
+        """End the task's log with the job's summary line (batches, rows in and out per table, duration)."""
+        from include.ops.heartbeats import read_heartbeat
+
+        beat = read_heartbeat(self.lakehouse_settings, self.job_id) or {}
+        if beat.get("summary") and datetime.fromisoformat(beat["updated_at"]) >= since:
+            self.log.info("%s", beat["summary"])
 
     def on_kill(self) -> None:
         """A task kill (the UI, a timeout): ask the job to stop at its next batch boundary and wait up to the

@@ -17,7 +17,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from include.registry import Trigger
-from include.settings import REPO_ROOT, Settings
+from include.settings import REPO_ROOT, SPARK_LOG_JAVA_OPTION, Settings
 
 SPARK_CONN_ID = "spark_default"
 SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"  # a job: <job> --trigger <trigger>
@@ -40,6 +40,7 @@ def job_environment(settings: Settings) -> dict[str, str]:
         "LAKEHOUSE_ROOT": str(settings.root),
         "LAKEHOUSE_REGISTRY": str(settings.registry_path),
         "LAKEHOUSE_JARS_DIR": str(settings.jars_dir),
+        "LAKEHOUSE_SPARK_LOG_LEVEL": settings.spark_log_level,
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -58,6 +59,7 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str]) ->
         "name": name,
         "env_vars": job_environment(settings),
         "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
+        "conf": {"spark.driver.extraJavaOptions": SPARK_LOG_JAVA_OPTION},  # Spark at LAKEHOUSE_SPARK_LOG_LEVEL
     }
 
 

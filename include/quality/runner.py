@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,30 +57,45 @@ class QualityReport:
         """Names of the failed expectations (of one table, or of all)."""
         return {r.expectation for r in self.results if not r.success and table in (None, r.table)}
 
+    def labels(self) -> dict[int, str]:
+        """Each result's check name, with its column where a table has the check on several columns
+        (e.g. ``keys_not_null(order_id)``)."""
+        repeated = Counter((r.table, r.expectation) for r in self.results)
+        labels = {}
+        for index, r in enumerate(self.results):
+            observed = json.loads(r.observed_value)
+            column = observed.get("column") if isinstance(observed, dict) else None
+            labels[index] = f"{r.expectation}({column})" if repeated[r.table, r.expectation] > 1 and column \
+                else r.expectation
+        return labels
+
     def render(self) -> str:
         lines = [f"data quality run {self.run_id} ({'full' if self.full else 'incremental'})"]
         lines += [f"  {note}" for note in self.notes]
-        for r in self.results:
+        labels = self.labels()
+        table_width = max([len("table"), *(len(r.table) for r in self.results)])
+        check_width = max(len("check"), *(len(label) for label in labels.values())) if labels else len("check")
+        for index, r in enumerate(self.results):
             mark = "ok  " if r.success else ("FAIL" if r.severity == BLOCKING else "warn")
-            lines.append(f"  {mark} {r.table:<24} {r.expectation:<22} {r.severity:<8} {_short(r.observed_value)}")
+            lines.append(f"  {mark} {r.table:<{table_width}} {labels[index]:<{check_width}} {r.severity:<8} "
+                         f"{_observed(r.observed_value)}")
         failures = self.blocking_failures
         verdict = (f"FAILED ({len(failures)} blocking: "
-                   + ", ".join(f"{r.table} {r.expectation}" for r in failures) + ")") if failures else "passed"
+                   + ", ".join(f"{r.table} {labels[self.results.index(r)]}" for r in failures) + ")") \
+            if failures else "passed"
         lines.append(f"outcome: {verdict}; {len(self.warnings)} warnings")
         lines.append(f"report: {self.docs_index}")
         return "\n".join(lines)
 
 
-def _short(observed_json: str, width: int = 110) -> str:
-    """A one-line digest of an observed value for the console (the full JSON is in `_ops/dq_results`)."""
+def _observed(observed_json: str) -> str:
+    """An observed value for the console, whole, on one line (as JSON in `_ops/dq_results`)."""
     observed = json.loads(observed_json)
     if isinstance(observed, dict):
         hidden = {"column", "unexpected_percent"}
-        text = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in observed.items()
+        return " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in observed.items()
                         if k not in hidden and v not in ([], None))
-    else:
-        text = json.dumps(observed, default=str)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return json.dumps(observed, default=str)
 
 
 def run_quality(settings: Settings, registry: Registry, tables: list[str] | None = None, *,

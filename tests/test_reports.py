@@ -1,0 +1,41 @@
+"""The console reports line up and show whole values (no Spark, no Airflow)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from include.quality.results import CheckResult
+from include.quality.runner import QualityReport
+from include.summary import LakehouseSummary, TableSummary
+
+
+def test_summary_columns_line_up():
+    summary = LakehouseSummary(
+        tables=[TableSummary("bronze/clickstream", "/l/bronze/clickstream", 1200, 3, "bronze_clickstream"),
+                TableSummary("gold/user_sessions", "/l/gold/user_sessions", 7, None, "gold_user_sessions"),
+                TableSummary("x", "/l/x", 0, 0, "-")],
+        state_rows={}, quarantine_reasons={}, quality={}, docs_index="/l/_reports/data_docs/index.html")
+    rows = [[(m.start(), m.end()) for m in re.finditer(r"\S+", line)] for line in summary.render().splitlines()[:4]]
+    assert all(len(cells) == 5 for cells in rows), rows  # table, rows, version, writer, location
+    for column, right_aligned in enumerate((False, True, True, False, False)):
+        assert len({cells[column][1 if right_aligned else 0] for cells in rows}) == 1, (column, summary.render())
+
+
+def test_quality_report_names_each_column_of_a_repeated_check_and_keeps_values_whole():
+    long_sample = [f"order-{n:04d}-" + "x" * 40 for n in range(5)]
+
+    def result(expectation: str, observed: dict, success: bool = True) -> CheckResult:
+        return CheckResult("gold/order_payments", expectation, "blocking", success, json.dumps(observed), "rows",
+                           0, 1, 10, "pandas")
+
+    report = QualityReport(run_id="r1", docs_index="/docs/index.html", results=[
+        result("keys_not_null", {"column": "order_id", "unexpected_count": 0}),
+        result("keys_not_null", {"column": "paid", "unexpected_count": 5, "unexpected_sample": long_sample}, False),
+        result("unique_rows", {"column": "_duplicates", "unexpected_count": 0}),
+    ])
+    text = report.render()
+    assert "keys_not_null(order_id)" in text and "keys_not_null(paid)" in text
+    assert "unique_rows(" not in text  # one column only: the plain name
+    assert all(sample in text for sample in long_sample) and "..." not in text
+    assert "FAILED (1 blocking: gold/order_payments keys_not_null(paid))" in text
