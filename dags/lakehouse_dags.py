@@ -17,12 +17,18 @@ from include.airflow import load
 from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, job_doc
-from include.airflow.operators import CheckpointOperator, LakehouseSparkSubmitOperator, MaintenanceOperator
+from include.airflow.operators import (
+    CheckpointOperator,
+    LakehouseSparkSubmitOperator,
+    MaintenanceOperator,
+    QualityCheckOperator,
+)
 from include.quality.suites import quality_tables
 from include.registry import MAX_SHUFFLE_PARTITIONS
 
 SETTINGS, REGISTRY = load()
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
+WRITERS = {t: REGISTRY.writer_of(t).id for t in GOLD_TABLES}
 START = datetime(2026, 1, 1)
 
 BACKFILL_DOC = f"""
@@ -76,19 +82,11 @@ with DAG(
         for upstream in REGISTRY.upstream(job_id):
             tasks[upstream] >> tasks[job_id]
 
-    @task(task_id="quality_check", trigger_rule="none_failed", doc_md=QUALITY_DOC)
-    def quality_check(params=None) -> str:
-        from include.airflow.tasks import validate_tables
-
-        selected = (params or {}).get("jobs") or list(REGISTRY.order)
-        written = [REGISTRY.jobs[j].sink.table for j in selected if REGISTRY.jobs[j].sink.table in GOLD_TABLES]
-        return validate_tables(written)
-
-    check = quality_check()
+    check = QualityCheckOperator(
+        task_id="quality_check", tables=GOLD_TABLES, writers=WRITERS, trigger_rule="none_failed", doc_md=QUALITY_DOC)
     for job_id in REGISTRY.order:
         if REGISTRY.jobs[job_id].sink.table in GOLD_TABLES:
             tasks[job_id] >> check
-
 
 LIVE_JOBS = [job_id for job_id in REGISTRY.order if REGISTRY.jobs[job_id].live]
 LIVE_DOC = f"""
@@ -172,15 +170,8 @@ with DAG(
     params={"full": Param(False, type="boolean", description="Validate every row, not only new versions.")},
 ) as data_quality:
     for table in GOLD_TABLES:
-
-        @task(task_id=f"validate_{table.replace('/', '__')}", doc_md=QUALITY_DOC)
-        def validate(table: str = table, params=None) -> str:
-            from include.airflow.tasks import validate_tables
-
-            return validate_tables([table], full=bool((params or {}).get("full")))
-
-        validate()
-
+        QualityCheckOperator(task_id=f"validate_{table.replace('/', '__')}", tables=[table], writers=WRITERS,
+                             doc_md=QUALITY_DOC)
 
 TABLES = REGISTRY.tables_written()
 MAINTENANCE_DOC = f"""

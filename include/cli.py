@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from dataclasses import replace
 from datetime import datetime
 
@@ -145,18 +146,36 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         sys.stdout.write(run_quality(settings, registry).render() + "\n")
         failed_step = None
     else:
-        from include.airflow.environment import airflow_home, run_airflow
-
+        failed_step = demo_through_airflow(settings)
         log_file = settings.layout.demo_log
-        sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
-        failed_step = next((step for step in (["db", "migrate"], ["dags", "test", "lakehouse_backfill"])
-                            if run_airflow(settings, step, log_file) != 0), None)
         if failed_step:
             tail = "".join(log_file.read_text().splitlines(keepends=True)[-40:])
             sys.stderr.write(f"{tail}\nlakehouse demo: `airflow {' '.join(failed_step)}` failed; log: {log_file}\n")
     sys.stdout.write("\n" + summarize(settings, registry).render() + "\n")
     sys.stdout.write(f"\nlakehouse root: {settings.root}\n")
     return 1 if failed_step else 0
+
+
+def demo_through_airflow(settings: Settings) -> list[str] | None:
+    """`airflow db migrate`, then `airflow dags test lakehouse_backfill`, writing a line per task as the run
+    goes; returns the failed step, or None."""
+    from include.airflow.environment import airflow_environment, airflow_home, run_airflow, start_airflow
+
+    log_file = settings.layout.demo_log
+    sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
+    if run_airflow(settings, ["db", "migrate"], log_file) != 0:
+        return ["db", "migrate"]
+    os.environ.update(airflow_environment(settings))  # this process reads the run's progress from Airflow's DB
+    from include.airflow import progress
+
+    started = time.monotonic()
+    before = progress.latest_run_id("lakehouse_backfill")
+    step = ["dags", "test", "lakehouse_backfill"]
+    process = start_airflow(settings, step, log_file)
+    progress.follow("lakehouse_backfill", before, process, sys.stderr)
+    sys.stderr.write(f"lakehouse_backfill {'succeeded' if process.returncode == 0 else 'FAILED'} in "
+                     f"{time.monotonic() - started:.0f} s\n")
+    return step if process.returncode != 0 else None
 
 
 def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:

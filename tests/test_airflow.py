@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -106,6 +107,24 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
             assert task.doc_md and task.owner == "data-platform"
             assert task.on_failure_callback
     assert all(t.retries >= 1 for t in backfill.tasks)
+    # the report link is on the tasks that validate something, and only there
+    linked = {t.task_id for dag in (backfill, quality) for t in dag.tasks if t.operator_extra_links}
+    assert linked == {"quality_check", *(t.task_id for t in quality.tasks)}
+
+
+def report_link(run, task_id: str) -> str:
+    """The "Data quality report" link Airflow stored for a task of `run` (operator links live in XCom)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from include.airflow.operators import QualityReportLink
+
+    with create_session() as session:
+        value = session.scalar(select(XComModel.value).where(
+            XComModel.dag_id == run.dag_id, XComModel.run_id == run.run_id, XComModel.task_id == task_id,
+            XComModel.key == QualityReportLink().xcom_key))
+    return json.loads(value) if isinstance(value, str) and value.startswith('"') else value
 
 
 @pytest.mark.spark
@@ -124,11 +143,21 @@ def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, fresh_ass
         assert gold_rows(settings, table) == rows, table
     validated = delta_store.read_table(settings.layout.ops_table("dq_results")).to_pylist()
     assert {r["table"] for r in validated} == set(quality_tables(registry)) and all(r["success"] for r in validated)
+    # the task's report link: this run's page, listing each gold table's result with links to GE's pages
+    link = report_link(run, "quality_check")
+    assert link.startswith("/lakehouse-data-docs/lakehouse_runs/"), link
+    page = (settings.layout.data_docs / link.removeprefix("/lakehouse-data-docs/")).read_text()
+    assert all(f"{table}: <span class=\"ok\">passed</span>" in page for table in quality_tables(registry)), page
+    for href in re.findall(r'href="\.\./([^"]+)"', page):
+        assert (settings.layout.data_docs / href).is_file(), href
 
-    # data_quality on demand, validating every row again.
+    # data_quality on demand, validating every row again: each task links its table's validation result
     quality = dagbag().dags["data_quality"].test(run_conf={"full": True})
     assert quality.state == DagRunState.SUCCESS
     assert (settings.layout.data_docs / "index.html").exists()
+    single = report_link(quality, "validate_gold__user_activity_5m")
+    assert single.startswith("/lakehouse-data-docs/validations/gold__user_activity_5m"), single
+    assert (settings.layout.data_docs / single.removeprefix("/lakehouse-data-docs/")).is_file()
 
     # A manual run of a subset: only bronze runs, the others are skipped.
     second = generate(settings, events=300, seed=52, files=1)
@@ -325,7 +354,6 @@ def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_roo
     spec.loader.exec_module(module)
     plugin = module.LakehouseDataDocsPlugin
     assert plugin.external_views[0]["href"] == "/lakehouse-data-docs/index.html"
-    assert plugin.global_operator_extra_links[0].get_link(None, ti_key=None) == "/lakehouse-data-docs/index.html"
     client = TestClient(plugin.fastapi_apps[0]["app"])
     assert "lakehouse data docs" in client.get("/index.html").text
 

@@ -107,6 +107,10 @@ def test_pipeline_output_passes_and_is_reported(spark, settings, registry):
         assert observed["watermark_source"] == "checkpoint"
     assert report.docs_index == settings.layout.data_docs / "index.html" and report.docs_index.exists()
     assert list((settings.layout.data_docs / "validations").iterdir())
+    # each table's two validation results (row and table suites) have a page; the run's page links them
+    assert all(len(report.pages[t]) == 2 and all((settings.layout.data_docs / p).is_file() for p in report.pages[t])
+               for t in specs), report.pages
+    assert report.report_page() == report.run_page and (settings.layout.data_docs / report.run_page).is_file()
     rows = recorded(settings)
     assert len(rows) == len(report.results) and all(r["success"] for r in rows)
     assert {r["engine"] for r in rows} == {"pandas"}
@@ -119,6 +123,8 @@ def test_synthetic_good_data_passes(settings, registry, synthetic):
     report = validate(settings, registry)
     assert not report.failed(), report.render()
     assert {r.expectation for r in report.results} == ALL_CHECKS
+    page = report.report_page()  # one table: its own validation result
+    assert page.startswith("validations/gold__user_activity_5m__rows/") and (settings.layout.data_docs / page).is_file()
 
 
 def _duplicate(rows):

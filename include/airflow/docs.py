@@ -6,6 +6,20 @@ from include.ops.launch import SPARK_CONN_ID
 from include.registry import JobSpec, Registry
 from include.settings import Settings
 
+DATA_DOCS_URL_PREFIX = "/lakehouse-data-docs"  # where the plugin serves LAKEHOUSE_ROOT/_reports/data_docs/
+
+
+def data_docs_path(page: str = "index.html") -> str:
+    """The URL path (on the Airflow API server) of a page of the Data Docs folder."""
+    return f"{DATA_DOCS_URL_PREFIX}/{page.lstrip('/')}"
+
+
+def data_docs_url(page: str = "index.html") -> str:
+    """The page's full URL, from Airflow's `[api] base_url` (what a person opens from a task log)."""
+    from airflow.configuration import conf
+
+    return conf.get("api", "base_url", fallback="http://localhost:8080").rstrip("/") + data_docs_path(page)
+
 
 def job_doc(settings: Settings, registry: Registry, job: JobSpec, trigger: str) -> str:
     """Markdown shown in the Airflow UI for a job's task."""
@@ -36,4 +50,5 @@ no future rows, uniqueness, freshness, reconciliation with silver. Joins: the jo
 rows, unmatched rows without right-side values, keys, uniqueness per (left key, right key),
 freshness. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
 recorded in `_ops/alerts`); **warnings** are recorded in `_ops/dq_results` only. The report (Data Docs)
-is one click away: the task's "Data quality report" link, or *Browse → Data quality reports*."""
+is one click away: the task's "Data quality report" link (this run's result: the table's validation, or a
+page listing each table's), the URL at the end of the task log, or *Browse → Data quality reports*."""

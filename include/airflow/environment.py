@@ -51,15 +51,19 @@ def airflow_command() -> list[str]:
     return [str(Path(sys.executable).parent / "airflow")]
 
 
-def run_airflow(settings: Settings, args: list[str], log_file: Path) -> int:
-    """Run an `airflow` CLI command with the project's environment, output appended to `log_file`."""
+def start_airflow(settings: Settings, args: list[str], log_file: Path):
+    """Start an `airflow` CLI command with the project's environment, output appended to `log_file`;
+    returns the subprocess.Popen."""
     import subprocess
 
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as out:
         out.write(f"\n$ airflow {' '.join(args)}\n")
         out.flush()
-        return subprocess.run(
-            airflow_command() + args, env=airflow_environment(settings), cwd=REPO_ROOT,
-            stdout=out, stderr=subprocess.STDOUT, check=False,
-        ).returncode
+        return subprocess.Popen(airflow_command() + args, env=airflow_environment(settings), cwd=REPO_ROOT,
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def run_airflow(settings: Settings, args: list[str], log_file: Path) -> int:
+    """Run an `airflow` CLI command with the project's environment, output appended to `log_file`."""
+    return start_airflow(settings, args, log_file).wait()

@@ -6,6 +6,7 @@ import subprocess
 from datetime import UTC, datetime
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from include.ops.launch import (
     CHECKPOINT_ENTRY,
@@ -117,3 +118,43 @@ class CheckpointOperator(SparkSubmitOperator):
             raise AirflowSkipException(f"nothing to do: {planned.get('skip_reason', 'see the plan task')}")
         self.application_args = [*planned[self.args_key], "--actor", planned["actor"]]
         return super().execute(context)
+
+
+class QualityReportLink(BaseOperatorLink):
+    """"Data quality report" on the quality tasks only: the result of that task's run (set by its execute)."""
+
+    name = "Data quality report"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        return getattr(operator, "report_link", "") or ""
+
+
+class QualityCheckOperator(BaseOperator):
+    """Validates gold tables with their Great Expectations suites (`include.quality`). The run's params may
+    narrow the tables (`jobs`: only the tables those jobs write) and ask for every row (`full`). Blocking
+    failures fail the task; the log ends with the report's URL, also the task's "Data quality report" link."""
+
+    operator_extra_links = (QualityReportLink(),)
+
+    def __init__(self, *, tables: list[str], writers: dict[str, str], **kwargs):
+        super().__init__(**kwargs)
+        self.tables = list(tables)
+        self.writers = dict(writers)  # table -> the job that writes it
+        self.report_link = ""
+
+    def execute(self, context):
+        from airflow.sdk.exceptions import AirflowException
+
+        from include.airflow.docs import data_docs_path, data_docs_url
+        from include.airflow.tasks import validate_tables
+
+        params = context.get("params") or {}
+        selected = params.get("jobs") or []
+        tables = [t for t in self.tables if not selected or self.writers.get(t) in selected]
+        summary, page, failures = validate_tables(tables, full=bool(params.get("full")))
+        self.report_link = data_docs_path(page)
+        self.log.info("data quality %s; report: %s", summary, data_docs_url(page))
+        if failures:
+            raise AirflowException(f"blocking data-quality failures: {', '.join(failures)}; "
+                                   f"report: {data_docs_url(page)}")
+        return summary

@@ -9,19 +9,20 @@ from include.airflow import load
 log = logging.getLogger(__name__)
 
 
-def validate_tables(tables: list[str], full: bool = False) -> str:
-    """Task body: run the quality suites; blocking failures fail the task, warnings are only recorded."""
+def validate_tables(tables: list[str], full: bool = False) -> tuple[str, str, list[str]]:
+    """Task body: run the quality suites of `tables`. Returns (summary, the report page relative to the Data
+    Docs folder, the blocking failures as `table:check`); warnings are only recorded."""
     from include.quality import run_quality
 
     settings, registry = load()
     if not tables:
-        return "no tables to validate"
+        return "no tables to validate", "index.html", []
     report = run_quality(settings, registry, tables, full=full)
     log.info("%s", report.render())
-    if report.blocking_failures:
-        failures = ", ".join(f"{r.table}:{r.expectation}" for r in report.blocking_failures)
-        raise RuntimeError(f"blocking data-quality failures: {failures}; report: {report.docs_index}")
-    return f"passed; report: {report.docs_index}"
+    labels = report.labels()
+    failures = [f"{r.table}:{labels[i]}" for i, r in enumerate(report.results)
+                if not r.success and r.severity == "blocking"]
+    return ("FAILED: " + ", ".join(failures)) if failures else "passed", report.report_page(), failures
 
 
 def supervise(job_id: str, params: dict | None = None, run_id: str = "") -> str:

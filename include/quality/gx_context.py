@@ -75,12 +75,14 @@ def _expectation(check: Check, observed: dict[str, Any] | None):
 
 
 def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], observed: dict[str, dict[str, Any]],
-              batch_metadata: dict[str, Any], run_name: str, run_time: datetime) -> list[tuple[Check, bool, Any]]:
+              batch_metadata: dict[str, Any], run_name: str, docs: Path,
+              run_time: datetime) -> tuple[list[tuple[Check, bool, Any]], str | None]:
     """Validate `frame` against `checks` through a GE checkpoint that also updates the Data Docs.
 
     `observed` holds, per check name, details computed before validation (table checks) to show in
     the report.
-    Returns (check, success, observed value) per check, in order.
+    Returns (check, success, observed value) per check, in order, and the validation result's Data Docs
+    page (relative to the docs folder).
     """
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
@@ -103,7 +105,21 @@ def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], ob
     missing = [c.name for c in checks if (c.name, c.column) not in by_check]
     if missing:
         raise RuntimeError(f"suite {name}: no result for {missing}")
-    return [(c, bool(r.success), _observed(c, r)) for c in checks for r in [by_check[(c.name, c.column)]]]
+    pages = [result_page(context, identifier, docs) for identifier in outcome.run_results]
+    return [(c, bool(r.success), _observed(c, r)) for c in checks for r in [by_check[(c.name, c.column)]]], \
+        next((p for p in pages if p), None)
+
+
+def result_page(context, identifier, docs: Path) -> str | None:
+    """The Data Docs page of one validation result, relative to the docs folder `docs` (None if not built)."""
+    from urllib.parse import unquote, urlparse
+
+    for site in context.get_docs_sites_urls(resource_identifier=identifier, only_if_exists=True):
+        url = urlparse(site.get("site_url") or "")
+        path = Path(unquote(url.path)).resolve()
+        if url.scheme == "file" and docs.resolve() in path.parents:
+            return path.relative_to(docs.resolve()).as_posix()
+    return None
 
 
 def _error(info: dict | None) -> str | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from include.quality import frames, gx_context, results
+from include.quality import frames, gx_context, results, run_page
 from include.quality.results import CheckResult
 from include.quality.suites import TableSpec, quality_tables
 from include.quality.table_metrics import table_metrics
@@ -44,6 +44,16 @@ class QualityReport:
     full: bool = False
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    pages: dict[str, list[str]] = field(default_factory=dict)  # table -> its validation results' Data Docs pages
+    run_page: str | None = None  # this run's page (all its tables), relative to the docs folder
+
+    def report_page(self) -> str:
+        """The page that shows this run's result, relative to the docs folder: the table's validation result
+        when the run validated one table, else the run's page listing each table's results."""
+        validated = [pages for pages in self.pages.values() if pages]
+        if len(validated) == 1:
+            return validated[0][0]
+        return self.run_page or "index.html"
 
     @property
     def blocking_failures(self) -> list[CheckResult]:
@@ -113,29 +123,33 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
     with gx_context.open_context(settings) as context:
         gx_context.prune_validations(settings)
         for table in tables or list(specs):
-            checked, notes = validate_table(settings, context, specs[table], full=full, run_id=report.run_id,
-                                            validated_at=validated_at, now=now or validated_at)
+            checked, notes, pages = validate_table(settings, context, specs[table], full=full, run_id=report.run_id,
+                                                   validated_at=validated_at, now=now or validated_at)
             results.record(settings, report.run_id, validated_at, checked)
             report.results += checked
             report.notes += notes
+            report.pages[table] = pages
         report.docs_index = gx_context.ensure_index(context, settings)
+        report.run_page = run_page.write(gx_context.docs_dir(settings), report)
     log.info("data quality run %s: %d checks, blocking failures: %s, warnings: %s", report.run_id,
              len(report.results), sorted({(r.table, r.expectation) for r in report.blocking_failures}),
              sorted({(r.table, r.expectation) for r in report.warnings}))
     return report
 
 
-def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, run_id: str,
-                   validated_at: datetime, now: datetime) -> tuple[list[CheckResult], list[str]]:
-    """Run both suites of one table; returns the results and notes for the report."""
+def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, run_id: str, validated_at: datetime,
+                   now: datetime) -> tuple[list[CheckResult], list[str], list[str]]:
+    """Run both suites of one table; returns the results and notes for the report, and the Data Docs pages of
+    its validation results (relative to the docs folder)."""
     path = settings.layout.table(spec.table)
     if not delta_store.table_exists(path):
-        return [], [f"{spec.table}: no Delta table at {path} yet (its job has not run)"]
+        return [], [f"{spec.table}: no Delta table at {path} yet (its job has not run)"], []
     latest = delta_store.latest_version(path)
     last = results.last_validated_version(settings, spec.table)
     selection = frames.select_rows(path, spec, latest, last, full)
     checked: list[CheckResult] = []
     notes: list[str] = []
+    pages: list[str | None] = []
     metadata = {"table": spec.table, "lakehouse_run_id": run_id}
 
     if selection is None:
@@ -148,9 +162,11 @@ def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, 
         frame = (frames.spark_rows(settings, path, spec, selection, now_epoch) if engine == "spark"
                  else frames.pandas_rows(path, spec, selection, now_epoch))
         row_checks = [c for c in spec.checks if c.scope == "rows"]
-        outcome = gx_context.run_suite(
+        outcome, page = gx_context.run_suite(
             context, name=f"{spec.suite_name}__rows", frame=frame, spark=engine == "spark", checks=row_checks,
-            observed={}, batch_metadata={**metadata, "versions": scope}, run_name=run_id, run_time=validated_at)
+            observed={}, batch_metadata={**metadata, "versions": scope}, run_name=run_id, run_time=validated_at,
+            docs=gx_context.docs_dir(settings))
+        pages.append(page)
         checked += [CheckResult(spec.table, c.name, c.severity, ok, gx_context.json_value(observed), "rows",
                                 selection.version_from, selection.version_to, selection.num_rows, engine)
                     for c, ok, observed in outcome]
@@ -158,12 +174,13 @@ def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, 
     measured = table_metrics(settings, spec, latest)
     details, rows = measured.details, measured.rows
     table_checks = [c for c in spec.checks if c.scope == "table"]
-    outcome = gx_context.run_suite(
+    outcome, page = gx_context.run_suite(
         context, name=f"{spec.suite_name}__table", frame=pd.DataFrame([measured.metrics]), spark=False,
         checks=table_checks, observed=details, batch_metadata={**metadata, "versions": f"0..{latest} (whole table, {rows} rows)"},
-        run_name=run_id, run_time=validated_at)
+        run_name=run_id, run_time=validated_at, docs=gx_context.docs_dir(settings))
+    pages.append(page)
     checked += [CheckResult(spec.table, c.name, c.severity, ok, gx_context.json_value(details[c.name]),
                             "table", 0, latest, rows, "pandas")
                 for c, ok, _ in outcome]  # GE's observed value is the metric, which the details include
     log.info("quality table=%s failed=%s", spec.table, sorted(r.expectation for r in checked if not r.success))
-    return checked, notes
+    return checked, notes, [p for p in pages if p]

@@ -2,20 +2,21 @@
 
 - `/lakehouse-data-docs/` on the API server serves LAKEHOUSE_ROOT/_reports/data_docs/.
 - A "Data quality reports" entry in the navigation opens it.
-- Every task gets a "Data quality report" extra link, so a failed run is one click from the report.
+- The quality tasks' "Data quality report" link (include.airflow.operators.QualityReportLink) opens their
+  run's result under the same path.
 """
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
-from airflow.sdk import BaseOperatorLink
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from include.airflow.docs import DATA_DOCS_URL_PREFIX, data_docs_path
 from include.settings import load_settings
 
-URL_PREFIX = "/lakehouse-data-docs"
-INDEX = f"{URL_PREFIX}/index.html"
+URL_PREFIX = DATA_DOCS_URL_PREFIX
+INDEX = data_docs_path("index.html")
 
 
 def data_docs_app() -> FastAPI:
@@ -26,13 +27,6 @@ def data_docs_app() -> FastAPI:
     return app
 
 
-class DataQualityReportLink(BaseOperatorLink):
-    name = "Data quality report"
-
-    def get_link(self, operator, *, ti_key) -> str:
-        return INDEX
-
-
 class LakehouseDataDocsPlugin(AirflowPlugin):
     name = "lakehouse_data_docs"
     fastapi_apps = [{"app": data_docs_app(), "url_prefix": URL_PREFIX, "name": "Lakehouse Data Docs"}]
@@ -40,4 +34,3 @@ class LakehouseDataDocsPlugin(AirflowPlugin):
         {"name": "Data quality reports", "href": INDEX, "destination": "nav", "category": "browse",
          "url_route": "lakehouse-data-docs"}
     ]
-    global_operator_extra_links = [DataQualityReportLink()]
