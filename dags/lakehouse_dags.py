@@ -5,13 +5,17 @@
 - `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
 - `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
 - `checkpoint_reset`: manual checkpoint actions (repartition, reset, full refresh), approved by a person.
+
+The DAGs have no start_date and no catch-up: unpausing one schedules its next tick in the future, so a
+person's first manual run (the trigger dialog unpauses the DAG) runs at once instead of queueing behind a
+scheduled run of the past interval. New DAGs start paused (Airflow's default, `dags_are_paused_at_creation`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import timedelta
 
-from airflow.sdk import DAG, AssetAny, Param, task
+from airflow.sdk import DAG, AssetAny, CronTriggerTimetable, Param, task
 
 from include.airflow import load
 from include.airflow.assets import table_asset
@@ -27,9 +31,15 @@ from include.quality.suites import quality_tables
 from include.registry import MAX_SHUFFLE_PARTITIONS
 
 SETTINGS, REGISTRY = load()
+
+
+def on_cron(cron: str) -> CronTriggerTimetable:
+    """A cron schedule (UTC) whose first run, after the DAG is unpaused, is its next tick: never a run of a tick
+    already past (Airflow's default runs one when unpaused within minutes of a tick), which would take the one
+    active-run slot from the person's manual run."""
+    return CronTriggerTimetable(cron, timezone="UTC", run_immediately=timedelta(0))
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
 WRITERS = {t: REGISTRY.writer_of(t).id for t in GOLD_TABLES}
-START = datetime(2026, 1, 1)
 
 BACKFILL_DOC = f"""
 # lakehouse_backfill
@@ -50,8 +60,7 @@ landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}),
 
 with DAG(
     dag_id="lakehouse_backfill",
-    schedule="@hourly",
-    start_date=START,
+    schedule=on_cron("@hourly"),
     catchup=False,
     max_active_runs=1,
     default_args=default_args(SETTINGS),
@@ -59,10 +68,11 @@ with DAG(
     doc_md=BACKFILL_DOC,
     params={
         "jobs": Param(
-            [],
-            type="array",
+            None,
+            type=["null", "array"],
             items={"type": "string", "enum": list(REGISTRY.order)},
-            description="Jobs to run (empty: all of them, in dependency order).",
+            examples=list(REGISTRY.order),
+            description="Jobs to run; leave empty to run all of them, in dependency order.",
         )
     },
 ) as backfill:
@@ -110,18 +120,18 @@ processing rate, state not only growing, watermark advancing), and acts per the 
 
 with DAG(
     dag_id="lakehouse_live",
-    schedule="*/5 * * * *",
-    start_date=START,
+    schedule=on_cron("*/5 * * * *"),
     catchup=False,
     max_active_runs=1,
     default_args={**default_args(SETTINGS), "retries": 0},
     tags=["lakehouse", "live", "spark", "supervision"],
     doc_md=LIVE_DOC,
     params={
-        "stop": Param([], type="array", items={"type": "string", "enum": LIVE_JOBS},
-                      description="Jobs to stop at their next batch boundary (they stay stopped)."),
-        "start": Param([], type="array", items={"type": "string", "enum": LIVE_JOBS},
-                       description="Stopped jobs to start again."),
+        "stop": Param(None, type=["null", "array"], items={"type": "string", "enum": LIVE_JOBS}, examples=LIVE_JOBS,
+                      description="Jobs to stop at their next batch boundary (they stay stopped); leave empty to "
+                                  "stop none."),
+        "start": Param(None, type=["null", "array"], items={"type": "string", "enum": LIVE_JOBS}, examples=LIVE_JOBS,
+                       description="Stopped jobs to start again; leave empty to start none (supervision alone)."),
     },
 ) as live:
     for job_id in LIVE_JOBS:
@@ -161,7 +171,6 @@ one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on 
 with DAG(
     dag_id="data_quality",
     schedule=AssetAny(*(table_asset(SETTINGS, t) for t in GOLD_TABLES)),
-    start_date=START,
     catchup=False,
     max_active_runs=1,
     default_args=default_args(SETTINGS),
@@ -191,15 +200,14 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 
 with DAG(
     dag_id="lakehouse_maintenance",
-    schedule="@daily",
-    start_date=START,
+    schedule=on_cron("@daily"),
     catchup=False,
     max_active_runs=1,
     default_args=default_args(SETTINGS),
     tags=["lakehouse", "maintenance", "delta"],
     doc_md=MAINTENANCE_DOC,
-    params={"tables": Param([], type="array", items={"type": "string", "enum": TABLES},
-                            description="Tables to maintain (empty: every table).")},
+    params={"tables": Param(None, type=["null", "array"], items={"type": "string", "enum": TABLES}, examples=TABLES,
+                            description="Tables to maintain; leave empty to maintain every table.")},
 ) as maintenance:
     MaintenanceOperator(task_id="optimize_and_vacuum", settings=SETTINGS, doc_md=MAINTENANCE_DOC)
 
@@ -231,7 +239,6 @@ runs and rejections included). `dry_run` is on by default. Old checkpoints are m
 with DAG(
     dag_id="checkpoint_reset",
     schedule=None,
-    start_date=START,
     catchup=False,
     max_active_runs=1,
     default_args={**default_args(SETTINGS), "retries": 0},

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--direct", action="store_true",
                       help="run the jobs in this process instead of through Airflow's lakehouse_backfill")
 
+    sub.add_parser("airflow-setup", help="prepare Airflow's metadata DB: schema, and the lakehouse_spark pool")
     airflow = sub.add_parser("airflow", help="run an airflow command with this project's DAGs and connections")
     airflow.add_argument("airflow_args", nargs=argparse.REMAINDER)
 
@@ -157,14 +159,21 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def demo_through_airflow(settings: Settings) -> list[str] | None:
-    """`airflow db migrate`, then `airflow dags test lakehouse_backfill`, writing a line per task as the run
-    goes; returns the failed step, or None."""
-    from include.airflow.environment import airflow_environment, airflow_home, run_airflow, start_airflow
+    """`airflow db migrate` and the Spark pool, then `airflow dags test lakehouse_backfill`, writing a line per
+    task as the run goes; returns the failed step, or None."""
+    from include.airflow.environment import (
+        airflow_environment,
+        airflow_home,
+        run_airflow,
+        setup_steps,
+        start_airflow,
+    )
 
     log_file = settings.layout.demo_log
     sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
-    if run_airflow(settings, ["db", "migrate"], log_file) != 0:
-        return ["db", "migrate"]
+    for step in setup_steps(settings):
+        if run_airflow(settings, step, log_file) != 0:
+            return step
     os.environ.update(airflow_environment(settings))  # this process reads the run's progress from Airflow's DB
     from include.airflow import progress
 
@@ -176,6 +185,18 @@ def demo_through_airflow(settings: Settings) -> list[str] | None:
     sys.stderr.write(f"lakehouse_backfill {'succeeded' if process.returncode == 0 else 'FAILED'} in "
                      f"{time.monotonic() - started:.0f} s\n")
     return step if process.returncode != 0 else None
+
+
+def cmd_airflow_setup(settings: Settings, args: argparse.Namespace) -> int:
+    """`airflow db migrate` and the `lakehouse_spark` pool (what `make airflow` and `lakehouse demo` run first)."""
+    from include.airflow.environment import airflow_command, airflow_environment, setup_steps
+
+    for step in setup_steps(settings):
+        code = subprocess.run(airflow_command() + step, env=airflow_environment(settings), check=False).returncode
+        if code != 0:
+            sys.stderr.write(f"lakehouse airflow-setup: `airflow {' '.join(step)}` failed (exit {code})\n")
+            return code
+    return 0
 
 
 def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
@@ -247,7 +268,7 @@ def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
+    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
 }
 
 

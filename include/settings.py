@@ -11,6 +11,7 @@
 | LAKEHOUSE_SPARK_LOG_LEVEL        | WARN                            | Spark's (JVM) log level: TRACE..OFF       |
 | LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
 | LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
+| LAKEHOUSE_SPARK_POOL_SLOTS       | cores / 2, at least 1           | Spark tasks Airflow runs at once (pool `lakehouse_spark`) |
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
 | LAKEHOUSE_JARS_DIR               | <repo>/.cache/jars              | Delta Lake's JVM jars (fetched by `make`) |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/hooks.py; the tests' fault injection) |
@@ -49,6 +50,7 @@ class Settings:
     spark_log_level: str = "WARN"
     stop_grace_seconds: float = 120.0
     task_retries: int = 2
+    spark_pool_slots: int = 1
     dq_spark_threshold_rows: int = 2_000_000
     batch_hooks: str = ""
     jars_dir: Path = REPO_ROOT / ".cache" / "jars"
@@ -84,6 +86,9 @@ def load_settings() -> Settings:
     if spark_log_level not in SPARK_LOG_LEVELS:
         raise ValueError(f"LAKEHOUSE_SPARK_LOG_LEVEL must be one of {', '.join(SPARK_LOG_LEVELS)}, "
                          f"got {spark_log_level!r}")
+    pool_slots = _env("LAKEHOUSE_SPARK_POOL_SLOTS", str(max(1, (os.cpu_count() or 2) // 2)))
+    if not pool_slots.isdigit() or int(pool_slots) < 1:
+        raise ValueError(f"LAKEHOUSE_SPARK_POOL_SLOTS must be a positive integer, got {pool_slots!r}")
     threshold = _env("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "2000000")
     if not threshold.isdigit():
         raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
@@ -97,6 +102,7 @@ def load_settings() -> Settings:
         spark_log_level=spark_log_level,
         stop_grace_seconds=grace,
         task_retries=int(retries),
+        spark_pool_slots=int(pool_slots),
         dq_spark_threshold_rows=int(threshold),
         batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
         jars_dir=Path(_env("LAKEHOUSE_JARS_DIR", str(REPO_ROOT / ".cache" / "jars"))).expanduser().resolve(),

@@ -34,6 +34,9 @@ from spark_jobs.transforms import build_stream
 log = logging.getLogger(__name__)
 
 
+PYTHON_WORKER_TIMEOUT = "Python worker failed to connect back"  # Spark's message when workers start too slowly
+
+
 class CheckpointConflict(ValueError):
     """The requested settings contradict what the checkpoint has fixed."""
 
@@ -203,6 +206,11 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch,
                     summary=summary)
     if error is not None:
+        if PYTHON_WORKER_TIMEOUT in str(error):
+            log.error("job=%s: Spark's Python workers did not start in time: the machine ran more Spark work than its "
+                      "cores can host. Lower the Airflow pool `lakehouse_spark` (LAKEHOUSE_SPARK_POOL_SLOTS, or Admin "
+                      "-> Pools) or run fewer jobs at once, then clear the task: the job resumes from its checkpoint",
+                      job.id)
         raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
     log.info("%s", summary)
     return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)

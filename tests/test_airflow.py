@@ -101,12 +101,33 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     from spark_jobs.checkpoint_actions import APPLIED_MODES
 
     assert sorted(bag.dags["checkpoint_reset"].params.get_param("mode").schema["enum"]) == sorted(APPLIED_MODES)
+    # unpausing a scheduled DAG schedules its next tick, not an immediate run of the past interval
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.timetables.base import TimeRestriction
+    from airflow.utils import timezone
+
+    for dag in (backfill, live, maintenance):
+        scheduled = DagSerialization.from_dict(DagSerialization.to_dict(dag))  # what the scheduler reads
+        first = scheduled.timetable.next_dagrun_info(
+            last_automated_data_interval=None,
+            restriction=TimeRestriction(scheduled.start_date, scheduled.end_date, scheduled.catchup))
+        assert first.run_after > timezone.utcnow(), dag.dag_id
+    # list params are multi-selects with their choices visible (examples), optional where empty means "all/none"
+    for dag, name, optional in ((backfill, "jobs", True), (live, "stop", True), (live, "start", True),
+                                (maintenance, "tables", True), (bag.dags["checkpoint_reset"], "jobs", False)):
+        schema = dag.params.get_param(name).schema
+        assert schema["examples"] == schema["items"]["enum"] and schema["examples"], (dag.dag_id, name)
+        assert ("null" in schema["type"]) == optional and "array" in schema["type"], (dag.dag_id, name)
+        assert "empty" in dag.params.get_param(name).description or not optional, (dag.dag_id, name)
     for dag in (backfill, live, quality, maintenance, bag.dags["checkpoint_reset"]):
         assert dag.doc_md and dag.tags and "lakehouse" in dag.tags
         for task in dag.tasks:
             assert task.doc_md and task.owner == "data-platform"
             assert task.on_failure_callback
     assert all(t.retries >= 1 for t in backfill.tasks)
+    spark_tasks = [*(backfill.get_task(j) for j in registry.order), *maintenance.tasks,
+                   bag.dags["checkpoint_reset"].get_task("apply"), bag.dags["checkpoint_reset"].get_task("verify")]
+    assert {t.pool for t in spark_tasks} == {"lakehouse_spark"}  # Spark drivers at once: the pool's slots
     # the report link is on the tasks that validate something, and only there
     linked = {t.task_id for dag in (backfill, quality) for t in dag.tasks if t.operator_extra_links}
     assert linked == {"quality_check", *(t.task_id for t in quality.tasks)}

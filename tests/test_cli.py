@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -105,6 +106,9 @@ def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings,
     for task in ("bronze_clickstream", "gold_user_activity_5m", "quality_check"):  # progress as the run goes
         assert f"  started  {task}" in result.stderr and re.search(rf"  finished {task} in \d+\.\d s", result.stderr)
     assert re.search(r"lakehouse_backfill succeeded in \d+ s", result.stderr), result.stderr[-3000:]
+    pool = run_cli(["airflow", "pools", "get", "lakehouse_spark", "-o", "json"], lakehouse_env, timeout=120)
+    assert pool.returncode == 0, pool.stdout + pool.stderr[-2000:]
+    assert int(json.loads(pool.stdout)[0]["slots"]) == settings.spark_pool_slots, pool.stdout
     airflow_log = (settings.layout.demo_log).read_text()
     assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
     for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from include.settings import REPO_ROOT, Settings
 
+SPARK_POOL = "lakehouse_spark"  # every task that runs a Spark driver takes one slot
 CONNECTIONS_FILE = REPO_ROOT / "include" / "airflow" / "connections.json"
 DAGS_FOLDER = REPO_ROOT / "dags"
 PLUGINS_FOLDER = REPO_ROOT / "include" / "airflow" / "plugins"
@@ -62,6 +63,14 @@ def start_airflow(settings: Settings, args: list[str], log_file: Path):
         out.flush()
         return subprocess.Popen(airflow_command() + args, env=airflow_environment(settings), cwd=REPO_ROOT,
                                 stdout=out, stderr=subprocess.STDOUT)
+
+
+def setup_steps(settings: Settings) -> list[list[str]]:
+    """The `airflow` commands that prepare the metadata database: the schema, then the Spark pool sized for
+    this machine (LAKEHOUSE_SPARK_POOL_SLOTS; `airflow pools set` again, or the UI, changes it)."""
+    return [["db", "migrate"],
+            ["pools", "set", SPARK_POOL, str(settings.spark_pool_slots),
+             "Spark drivers at once: each runs local[2]; more than the cores can host fail to start Python workers"]]
 
 
 def run_airflow(settings: Settings, args: list[str], log_file: Path) -> int:

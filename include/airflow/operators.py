@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
+from include.airflow.environment import SPARK_POOL
 from include.ops.launch import (
     CHECKPOINT_ENTRY,
     MAINTAIN_ENTRY,
@@ -29,6 +30,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     """
 
     def __init__(self, *, job_id: str, trigger: str, settings: Settings, **kwargs):
+        kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(SUBMIT_ENTRY), **job_submit_kwargs(settings, job_id, trigger), **kwargs)
         self.job_id = job_id
         self.lakehouse_settings = settings
@@ -91,6 +93,7 @@ class MaintenanceOperator(SparkSubmitOperator):
     run's `tables` param selects tables (empty: all)."""
 
     def __init__(self, *, settings: Settings, **kwargs):
+        kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(MAINTAIN_ENTRY), **submit_kwargs(settings, "lakehouse-maintain", []),
                          **kwargs)
 
@@ -105,6 +108,7 @@ class CheckpointOperator(SparkSubmitOperator):
     built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the audited actor."""
 
     def __init__(self, *, settings: Settings, plan_task_id: str = "plan", args_key: str = "args", **kwargs):
+        kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(CHECKPOINT_ENTRY), **submit_kwargs(settings, "lakehouse-checkpoint", []),
                          **kwargs)
         self.plan_task_id = plan_task_id

@@ -33,13 +33,13 @@ def supervise(job_id: str, params: dict | None = None, run_id: str = "") -> str:
 
     settings, registry = load()
     params = params or {}
-    if job_id in params.get("stop", []):
+    if job_id in (params.get("stop") or []):
         stopped = processes.stop_job(settings, job_id, f"stop requested by lakehouse_live {run_id}",
                                      wait_seconds=settings.stop_grace_seconds)
         if not stopped:
             raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
         return "stopped"
-    if job_id in params.get("start", []):
+    if job_id in (params.get("start") or []):
         try:
             processes.start_job(settings, registry, job_id)
         except LeaseHeld as running:
