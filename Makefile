@@ -7,6 +7,12 @@ STAMP := $(VENV)/.installed
 JARS_DIR ?= $(or $(LAKEHOUSE_JARS_DIR),.cache/jars)
 JARS_STAMP := $(JARS_DIR)/.fetched
 
+# Offline copies of the JS/CSS Great Expectations' Data Docs load from CDNs (pinned npm packages).
+ASSETS_STAMP := .cache/data_docs_assets/.fetched
+# Debian's chromium + chromedriver for the browser test (skipped, with the reason, where they cannot be installed).
+BROWSER_STAMP := .cache/.browser
+APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
+
 .PHONY: demo test test-unit lint bench airflow clean
 
 $(STAMP): requirements.txt pyproject.toml
@@ -24,20 +30,32 @@ $(JARS_STAMP): include/jars/pom.xml
 	mvn -q -B -f include/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$(abspath $(JARS_DIR))"
 	@touch $@
 
-demo: $(STAMP) $(JARS_STAMP)
+$(ASSETS_STAMP): include/airflow/data_docs_assets.py $(STAMP)
+	$(PY) -m include.airflow.data_docs_assets
+	@touch $@
+
+$(BROWSER_STAMP):
+	@mkdir -p .cache
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then touch $@; \
+	elif $(APT) install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	     { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium chromium-driver >/dev/null 2>&1; }; then \
+	  echo "installed chromium and chromium-driver (Debian) for the browser test"; touch $@; \
+	else echo "could not install chromium + chromium-driver (Debian packages): the browser test will be skipped"; fi
+
+demo: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(BROWSER_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
-test-unit: $(STAMP) $(JARS_STAMP)
+test-unit: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP) $(JARS_STAMP)
+airflow: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
 	@echo "Airflow UI: http://localhost:8080  (user: admin; the password is printed by 'standalone' below and kept in $${AIRFLOW_HOME:-$(CURDIR)/airflow_home}/simple_auth_manager_passwords.json.generated)"
 	$(VENV)/bin/lakehouse airflow standalone

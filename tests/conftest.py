@@ -97,3 +97,28 @@ def airflow_db():
     result = subprocess.run(airflow_command() + ["db", "migrate"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture
+def lakehouse_root(settings, monkeypatch):
+    """DAG files read the settings at parse time: point them at this test's lakehouse."""
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(settings.root))
+    return settings.root
+
+
+@pytest.fixture
+def fresh_assets(lakehouse_root, airflow_db):
+    """Let this test's Assets become active in the shared metadata DB.
+
+    Assets are named after their table and point at this test's lakehouse root; Airflow activates an
+    asset only when no active one has its name, so an earlier test's assets would shadow these. A
+    running scheduler deactivates assets no DAG references any more (its orphanage pass); dag.test()
+    runs none, so this fixture does that step.
+    """
+    from airflow.models.asset import AssetActive
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    with create_session() as session:
+        session.execute(delete(AssetActive))
+    return lakehouse_root

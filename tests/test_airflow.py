@@ -28,31 +28,6 @@ def dagbag():
     return DagBag(dag_folder=str(REPO / "dags"))
 
 
-@pytest.fixture
-def lakehouse_root(settings, monkeypatch):
-    """DAG files read the settings at parse time: point them at this test's lakehouse."""
-    monkeypatch.setenv("LAKEHOUSE_ROOT", str(settings.root))
-    return settings.root
-
-
-@pytest.fixture
-def fresh_assets(lakehouse_root, airflow_db):
-    """Let this test's Assets become active in the shared metadata DB.
-
-    Assets are named after their table and point at this test's lakehouse root; Airflow activates an
-    asset only when no active one has its name, so an earlier test's assets would shadow these. A
-    running scheduler deactivates assets no DAG references any more (its orphanage pass); dag.test()
-    runs none, so this fixture does that step.
-    """
-    from airflow.models.asset import AssetActive
-    from airflow.utils.session import create_session
-    from sqlalchemy import delete
-
-    with create_session() as session:
-        session.execute(delete(AssetActive))
-    return lakehouse_root
-
-
 def test_dagbag_parses_fast_and_light(registry):
     probe = """
 import json, sys, time
@@ -361,22 +336,41 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert refused.state == DagRunState.FAILED and states(refused)["plan"] == TaskInstanceState.FAILED
 
 
-def test_data_docs_plugin_serves_the_report_and_links_it(settings, lakehouse_root):
-    import importlib.util
-
+def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, lakehouse_root, airflow_db, tmp_path):
+    """Through Airflow's own API app (the plugin mounted as the API server mounts it): anonymous and bad
+    credentials refused, the UI's cookie and a bearer token served; traversal, absolute paths and symlinks
+    refused; GE's CDN links rewritten to the project's offline copies, which are served."""
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient
 
     docs = settings.layout.data_docs
-    docs.mkdir(parents=True)
-    (docs / "index.html").write_text("<html>lakehouse data docs</html>")
-    path = REPO / "include" / "airflow" / "plugins" / "lakehouse_data_docs.py"
-    spec = importlib.util.spec_from_file_location("lakehouse_data_docs_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    plugin = module.LakehouseDataDocsPlugin
-    assert plugin.external_views[0]["href"] == "/lakehouse-data-docs/index.html"
-    client = TestClient(plugin.fastapi_apps[0]["app"])
-    assert "lakehouse data docs" in client.get("/index.html").text
+    (docs / "validations").mkdir(parents=True)
+    (docs / "index.html").write_text('<html><script src="https://code.jquery.com/jquery-3.7.1.min.js" '
+                                     'integrity="sha384-x" crossorigin="anonymous"></script>lakehouse data docs</html>')
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "index.html").write_text("outside the docs folder")
+    (docs / "linked.html").symlink_to(secret / "index.html")
+    (docs / "linked_dir").symlink_to(secret)
+
+    client = TestClient(create_app("core"))
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+    assert client.get("/lakehouse-data-docs/index.html").status_code == 401
+    assert client.get("/lakehouse-data-docs/index.html", cookies={"_token": "forged"}).status_code == 403
+    page = client.get("/lakehouse-data-docs/index.html", headers={"Authorization": f"Bearer {token}"})
+    assert page.status_code == 200 and "lakehouse data docs" in page.text
+    assert "https://" not in page.text and "integrity=" not in page.text  # the copy, served by the plugin
+    client.cookies.set("_token", token)  # as the UI's browser sends it
+    assert "lakehouse data docs" in client.get("/lakehouse-data-docs/").text
+    script = re.search(r'src="([^"]+)"', page.text).group(1)
+    served = client.get(script)
+    assert served.status_code == 200 and b"jQuery" in served.content[:2000], script
+    for path in ("%2e%2e/%2e%2e/etc/passwd", "%2E%2E%2Fsecret/index.html", "/etc/passwd", "linked.html",
+                 "linked_dir/index.html", "linked_dir/", "_offline_assets/jquery-3.7.1/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                 "_offline_assets/nope-1.0/x.js", "validations/%2e%2e/%2e%2e/secret/index.html"):
+        refused = client.get(f"/lakehouse-data-docs/{path}")
+        assert refused.status_code == 404 and "outside the docs folder" not in refused.text, (path, refused.text)
 
     listed = subprocess.run([sys.executable, "-m", "airflow", "plugins", "--output", "json"], capture_output=True,
                             text=True, timeout=120)

@@ -1,17 +1,25 @@
-"""Airflow 3 plugin: serves the Great Expectations Data Docs and links them from the UI.
+"""Airflow 3 plugin: serves the Great Expectations Data Docs, behind Airflow's login, and links them from the UI.
 
-- `/lakehouse-data-docs/` on the API server serves LAKEHOUSE_ROOT/_reports/data_docs/.
-- A "Data quality reports" entry in the navigation opens it.
-- The quality tasks' "Data quality report" link (include.airflow.operators.QualityReportLink) opens their
-  run's result under the same path.
+- `/lakehouse-data-docs/` on the API server serves LAKEHOUSE_ROOT/_reports/data_docs/ to users signed in to
+  Airflow (the UI's `_token` cookie, or `Authorization: Bearer <token>` from `POST /auth/token`); anyone
+  else gets 401 (no credential) or 403 (a bad one). Only regular files inside that folder are served: `..`
+  (also percent-encoded), absolute paths and symbolic links are refused with 404.
+- The JS and CSS that Great Expectations' pages load from public CDNs are served from the project's
+  offline copies (include/airflow/data_docs_assets.py), so the report renders in a closed network.
+- A "Data quality reports" entry in the navigation opens it. The quality tasks' "Data quality report" link
+  (include.airflow.operators.QualityReportLink) opens their run's result under the same path.
 """
 
 from __future__ import annotations
 
-from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
+from pathlib import Path
 
+from airflow.api_fastapi.core_api.security import get_user
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, Response
+
+from include.airflow import data_docs_assets
 from include.airflow.docs import DATA_DOCS_URL_PREFIX, data_docs_path
 from include.settings import load_settings
 
@@ -19,11 +27,41 @@ URL_PREFIX = DATA_DOCS_URL_PREFIX
 INDEX = data_docs_path("index.html")
 
 
+def safe_file(directory: Path, requested: str) -> Path | None:
+    """The regular file `requested` names inside `directory` (its index.html for a folder), or None when the
+    path leaves the folder, is absolute, or passes through a symbolic link."""
+    parts = [p for p in requested.split("/") if p not in ("", ".")]
+    if requested.startswith("/") or any(p == ".." or "\\" in p or "\0" in p for p in parts):
+        return None
+    path = directory
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    if path.is_dir():
+        path = path / "index.html"
+        if path.is_symlink():
+            return None
+    return path if path.is_file() else None
+
+
 def data_docs_app() -> FastAPI:
-    directory = load_settings().layout.data_docs
-    directory.mkdir(parents=True, exist_ok=True)
-    app = FastAPI(title="Lakehouse Data Docs")
-    app.mount("/", StaticFiles(directory=str(directory), html=True), name="data_docs")
+    app = FastAPI(title="Lakehouse Data Docs", dependencies=[Depends(get_user)])  # Airflow's login, every route
+
+    @app.get("/{requested:path}")
+    def serve(requested: str) -> Response:
+        if requested.startswith(data_docs_assets.ASSETS_ROUTE + "/"):
+            asset = data_docs_assets.asset_file(requested.removeprefix(data_docs_assets.ASSETS_ROUTE + "/"))
+            if asset is None:
+                raise HTTPException(status_code=404, detail="no such asset")
+            return FileResponse(asset)
+        path = safe_file(load_settings().layout.data_docs, requested)  # read per request: LAKEHOUSE_ROOT may move
+        if path is None:
+            raise HTTPException(status_code=404, detail="not found")
+        if path.suffix == ".html":
+            return Response(data_docs_assets.offline_html(path.read_text(), URL_PREFIX), media_type="text/html")
+        return FileResponse(path)
+
     return app
 
 

@@ -1,0 +1,169 @@
+"""The Airflow UI in a real browser (Debian's headless Chromium, driven by selenium through chromedriver), on a
+real API server: log in, the DAG list, the trigger form of `lakehouse_backfill`, a quality task's report link
+and the Data Docs index. The browser resolves no host but the server's, so the report must render offline.
+
+Screenshots go to LAKEHOUSE_SCREENSHOTS (default `.cache/screenshots/` in the repo), one PNG per step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from include.airflow.environment import airflow_command, airflow_environment
+from tests.support.helpers import REPO, wait_for
+from tests.test_airflow import dagbag, report_link
+from tests.test_quality import GOLD, make_tables
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOTS") or REPO / ".cache" / "screenshots")
+PASSWORD = "lakehouse-browser-test"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def api_server(settings, lakehouse_root, airflow_db, tmp_path):
+    """`airflow api-server` on a free port, with the DAGs serialized and a known admin password."""
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"admin": PASSWORD}))
+    env = {**airflow_environment(settings), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
+    port = free_port()
+    env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{port}"
+    reserialized = subprocess.run(airflow_command() + ["dags", "reserialize"], env=env, capture_output=True,
+                                  text=True, timeout=300)
+    assert reserialized.returncode == 0, reserialized.stderr[-2000:]
+    log = (tmp_path / "api-server.log").open("w")
+    server = subprocess.Popen(airflow_command() + ["api-server", "--port", str(port), "--host", "127.0.0.1"],
+                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return server.poll() is not None  # stop waiting: the assertion below reports it
+
+    wait_for(healthy, timeout=180, what="the Airflow API server to answer")
+    assert server.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
+    yield base
+    os.killpg(server.pid, 15)
+    server.wait(timeout=60)
+    log.close()
+
+
+@pytest.fixture
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("Debian's chromium and chromium-driver are not installed (make test installs them where it can)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,1000", f"--user-data-dir={Path(os.environ.get('TMPDIR', '/tmp')) / f'chromium-{os.getpid()}'}",
+                 # no host but the test server resolves: the report must not need the internet
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def visible_text(driver) -> str:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        return driver.find_element("tag name", "body").text
+    except (NoSuchElementException, StaleElementReferenceException):  # the page is being replaced (a redirect)
+        return ""
+
+
+def wait_text(driver, text: str, timeout: float = 60, name: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in visible_text(driver):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} not shown{f' ({shot(driver, name)})' if name else ''}:\n"
+                         f"{visible_text(driver)[:2000]}")
+
+
+def test_a_person_logs_in_triggers_and_reads_the_report(settings, registry, fresh_assets, api_server, browser):
+    from airflow.utils.state import DagRunState
+
+    make_tables(settings, registry)  # a gold table with an hour of windows, and its silver input
+    run = dagbag().dags["data_quality"].test()
+    assert run.state == DagRunState.SUCCESS
+    link = report_link(run, f"validate_{GOLD.replace('/', '__')}")
+    driver, base = browser, api_server
+
+    driver.get(f"{base}/")  # the login form
+    wait_text(driver, "Sign", name="01_login")
+    driver.find_element("name", "username").send_keys("admin")
+    driver.find_element("name", "password").send_keys(PASSWORD)
+    shot(driver, "01_login")
+    driver.find_element("css selector", "button[type=submit]").click()
+
+    driver.get(f"{base}/dags")
+    wait_text(driver, "lakehouse_backfill", name="02_dag_list")
+    for dag_id in ("lakehouse_live", "data_quality", "checkpoint_reset", "lakehouse_maintenance"):
+        assert dag_id in visible_text(driver)
+    shot(driver, "02_dag_list")
+
+    driver.get(f"{base}/dags/lakehouse_backfill")
+    wait_text(driver, "Trigger", name="03_dag")
+    next(b for b in driver.find_elements("tag name", "button") if b.text.strip() == "Trigger").click()
+    wait_text(driver, "jobs", name="04_trigger_form")
+    field = driver.find_element("id", "element_jobs")
+    field.click()
+    wait_text(driver, "gold_user_activity_5m", name="04_trigger_form")  # the registry's jobs, listed
+    shown = visible_text(driver)
+    assert all(job in shown for job in registry.order), shown[:2000]
+    assert "leave empty to run all of them" in shown
+    shot(driver, "04_trigger_form")
+
+    driver.get(f"{base}{link}")  # the quality task's "Data quality report" link: its validation result
+    wait_text(driver, "gold__user_activity_5m", name="05_report")
+    page = visible_text(driver)
+    assert "window_size" in page or "ExpectColumn" in page or "expect_column" in page, page[:2000]
+    shot(driver, "05_report")
+
+    driver.get(f"{base}/lakehouse-data-docs/index.html")
+    wait_text(driver, "gold__user_activity_5m__rows", name="06_index")  # bootstrap-table rendered the runs
+    shot(driver, "06_index")
+    # everything the page loaded came from the Airflow server, and every image arrived (GE's logo included)
+    loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(url.startswith(base) for url in loaded), [u for u in loaded if not u.startswith(base)]
+    broken = driver.execute_script("return [...document.images].filter(i => !i.naturalWidth).map(i => i.src)")
+    assert not broken, broken
+    rows = [r.text for r in driver.find_elements("css selector", "table tbody tr") if r.text]  # the visible tab's
+    assert len(rows) == 2 and all("gold__user_activity_5m" in r for r in rows), rows  # row and table suites
+    sys.stdout.write(f"screenshots: {SCREENSHOTS}\n")
