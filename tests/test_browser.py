@@ -44,6 +44,7 @@ def api_server(settings, lakehouse_root, airflow_db, tmp_path):
     passwords.write_text(json.dumps({"admin": PASSWORD}))
     env = {**airflow_environment(settings), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
+    assert env["AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD"] == "5"  # `make airflow` stays readable
     port = free_port()
     env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{port}"
     reserialized = subprocess.run(airflow_command() + ["dags", "reserialize"], env=env, capture_output=True,

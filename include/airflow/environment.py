@@ -35,6 +35,11 @@ def airflow_environment(settings: Settings) -> dict[str, str]:
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # Spark drivers beside the triggerer on a small machine starve its event loop for a moment now and
+            # then; at Airflow's 0.2 s every such moment was an INFO line (thousands an hour). 5 s still
+            # shows a trigger that really blocks.
+            "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD": env.get(
+                "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD", "5"),
             "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
             "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
             "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)}),
