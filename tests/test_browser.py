@@ -2,7 +2,9 @@
 real API server: log in, the DAG list, the trigger form of `lakehouse_backfill`, a quality task's report link
 and the Data Docs index. The browser resolves no host but the server's, so the report must render offline.
 
-Screenshots go to LAKEHOUSE_SCREENSHOTS (default `.cache/screenshots/` in the repo), one PNG per step.
+Screenshots go to LAKEHOUSE_SCREENSHOTS (default `.cache/screenshots/` in the repo), one PNG per step:
+01_login, 02_dag_list, 04_trigger_form (the jobs multi-select opened), 05_task (its extra link),
+06_report (the validation result it opens), 07_index (every gold table's runs with their status).
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from pathlib import Path
 import pytest
 
 from include.airflow.environment import airflow_command, airflow_environment
-from tests.support.helpers import REPO, wait_for
-from tests.test_airflow import dagbag, report_link
-from tests.test_quality import GOLD, make_tables
+from include.generator import GeneratorConfig, write_landing
+from include.quality.suites import quality_tables
+from include.registry import Trigger
+from spark_jobs.runner import run_job
+from tests.support.helpers import REPO, generate, wait_for
+from tests.test_airflow import dagbag
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOTS") or REPO / ".cache" / "screenshots")
@@ -117,14 +122,37 @@ def wait_text(driver, text: str, timeout: float = 60, name: str = "") -> None:
                          f"{visible_text(driver)[:2000]}")
 
 
-def test_a_person_logs_in_triggers_and_reads_the_report(settings, registry, fresh_assets, api_server, browser):
+def click(driver, xpath: str, timeout: float = 30) -> None:
+    """Click the element at `xpath`, again if the page re-rendered it meanwhile (the UI refreshes its data)."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            driver.find_element("xpath", xpath).click()
+            return
+        except (NoSuchElementException, StaleElementReferenceException, ElementClickInterceptedException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_a_person_logs_in_triggers_and_reads_the_report(spark, settings, registry, fresh_assets, api_server, browser):
     from airflow.utils.state import DagRunState
 
-    make_tables(settings, registry)  # a gold table with an hour of windows, and its silver input
+    generate(settings, events=600, seed=61, files=2)  # every job runs once: every gold table has rows
+    write_landing(settings.layout.landing("landing/payments"), "payments", GeneratorConfig(events=600, seed=61, files=2))
+    for job_id in registry.order:
+        run_job(spark, settings, registry, job_id, Trigger(available_now=True))
     run = dagbag().dags["data_quality"].test()
     assert run.state == DagRunState.SUCCESS
-    link = report_link(run, f"validate_{GOLD.replace('/', '__')}")
+    gold = list(quality_tables(registry))
     driver, base = browser, api_server
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # the folder shows this run only
 
     driver.get(f"{base}/")  # the login form
     wait_text(driver, "Sign", name="01_login")
@@ -132,6 +160,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(settings, registry, fres
     driver.find_element("name", "password").send_keys(PASSWORD)
     shot(driver, "01_login")
     driver.find_element("css selector", "button[type=submit]").click()
+    wait_for(lambda: driver.get_cookie("_token"), timeout=60, what="the login to set Airflow's token cookie")
 
     driver.get(f"{base}/dags")
     wait_text(driver, "lakehouse_backfill", name="02_dag_list")
@@ -141,7 +170,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(settings, registry, fres
 
     driver.get(f"{base}/dags/lakehouse_backfill")
     wait_text(driver, "Trigger", name="03_dag")
-    next(b for b in driver.find_elements("tag name", "button") if b.text.strip() == "Trigger").click()
+    click(driver, "//button[normalize-space()='Trigger']")
     wait_text(driver, "jobs", name="04_trigger_form")
     field = driver.find_element("id", "element_jobs")
     field.click()
@@ -151,20 +180,37 @@ def test_a_person_logs_in_triggers_and_reads_the_report(settings, registry, fres
     assert "leave empty to run all of them" in shown
     shot(driver, "04_trigger_form")
 
-    driver.get(f"{base}{link}")  # the quality task's "Data quality report" link: its validation result
-    wait_text(driver, "gold__user_activity_5m", name="05_report")
+    task = "validate_gold__user_activity_5m"  # its "Data quality report" link, as a person clicks it
+    driver.get(f"{base}/dags/data_quality/runs/{run.run_id}/tasks/{task}/details")  # where Airflow lists links
+    wait_text(driver, "Data quality report", name="05_task")
+    shot(driver, "05_task")
+    windows = set(driver.window_handles)
+    click(driver, "//a[normalize-space()='Data quality report']")
+    wait_for(lambda: len(driver.window_handles) > len(windows) or "lakehouse-data-docs" in driver.current_url,
+             timeout=30, what="the report to open")
+    if len(driver.window_handles) > len(windows):
+        driver.switch_to.window((set(driver.window_handles) - windows).pop())
+    wait_text(driver, "Succeeded", name="06_report")  # the table's validation result, filled
     page = visible_text(driver)
-    assert "window_size" in page or "ExpectColumn" in page or "expect_column" in page, page[:2000]
-    shot(driver, "05_report")
+    assert "gold__user_activity_5m__rows" in page and "no_future_windows" in page, page[:2000]
+    shot(driver, "06_report")
 
     driver.get(f"{base}/lakehouse-data-docs/index.html")
-    wait_text(driver, "gold__user_activity_5m__rows", name="06_index")  # bootstrap-table rendered the runs
-    shot(driver, "06_index")
+    wait_text(driver, "gold__user_activity_5m__rows", name="07_index")  # bootstrap-table rendered the runs
+    shot(driver, "07_index")
     # everything the page loaded came from the Airflow server, and every image arrived (GE's logo included)
     loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(url.startswith(base) for url in loaded), [u for u in loaded if not u.startswith(base)]
     broken = driver.execute_script("return [...document.images].filter(i => !i.naturalWidth).map(i => i.src)")
     assert not broken, broken
-    rows = [r.text for r in driver.find_elements("css selector", "table tbody tr") if r.text]  # the visible tab's
-    assert len(rows) == 2 and all("gold__user_activity_5m" in r for r in rows), rows  # row and table suites
+    rows = driver.execute_script(  # the rows shown (the hidden tab lists suites), read at once: the table redraws
+        "return [...document.querySelectorAll('table tbody tr')].filter(r => r.offsetParent !== null)"
+        ".map(r => r.innerText)")
+    for table in gold:  # every gold table's two validation results (row and table suites), each with a status
+        suite = table.replace("/", "__")
+        assert sum(f"{suite}__rows" in r for r in rows) == 1 and sum(f"{suite}__table" in r for r in rows) == 1, rows
+    statuses = driver.execute_script(
+        "return [...document.querySelectorAll('table tbody tr')].filter(r => r.offsetParent !== null)"
+        ".map(r => r.querySelector('td i, td svg, td img') ? r.querySelector('td i, td svg, td img').outerHTML : '')")
+    assert len(statuses) == 2 * len(gold) and all(statuses), statuses  # each run's outcome, drawn
     sys.stdout.write(f"screenshots: {SCREENSHOTS}\n")
