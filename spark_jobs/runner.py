@@ -206,14 +206,21 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch,
                     summary=summary)
     if error is not None:
-        if PYTHON_WORKER_TIMEOUT in str(error):
-            log.error("job=%s: Spark's Python workers did not start in time: the machine ran more Spark work than its "
-                      "cores can host. Lower the Airflow pool `lakehouse_spark` (LAKEHOUSE_SPARK_POOL_SLOTS, or Admin "
-                      "-> Pools) or run fewer jobs at once, then clear the task: the job resumes from its checkpoint",
-                      job.id)
+        hint = failure_hint(job.id, str(error))
+        if hint:
+            log.error("%s", hint)
         raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
     log.info("%s", summary)
     return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+
+def failure_hint(job_id: str, error: str) -> str | None:
+    """What to do about a failure whose cause is known and is not the job's (one ERROR line), or None."""
+    if PYTHON_WORKER_TIMEOUT in error:
+        return (f"job={job_id}: Spark's Python workers did not start in time: the machine ran more Spark work than its "
+                "cores can host. Lower the Airflow pool `lakehouse_spark` (LAKEHOUSE_SPARK_POOL_SLOTS, or Admin -> "
+                "Pools) or run fewer jobs at once, then clear the task: the job resumes from its checkpoint")
+    return None
 
 
 def run_summary(job_id: str, status: str, batches: int, rows_in: int, written: Counter, last_batch: int | None,

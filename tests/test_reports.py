@@ -39,3 +39,38 @@ def test_quality_report_names_each_column_of_a_repeated_check_and_keeps_values_w
     assert "unique_rows(" not in text  # one column only: the plain name
     assert all(sample in text for sample in long_sample) and "..." not in text
     assert "FAILED (1 blocking: gold/order_payments keys_not_null(paid))" in text
+
+
+def test_a_python_worker_start_timeout_says_what_to_do():
+    from spark_jobs.runner import failure_hint
+
+    error = ("org.apache.spark.SparkException: Job aborted due to stage failure: ... "
+             "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat ...")
+    hint = failure_hint("gold_user_sessions", error)
+    assert hint.startswith("job=gold_user_sessions:") and "lakehouse_spark" in hint and "clear the task" in hint
+    assert failure_hint("gold_user_sessions", "AnalysisException: cannot resolve column") is None
+
+
+def test_demo_names_the_run_in_the_ui_only_when_airflow_answers(monkeypatch):
+    import http.server
+    import threading
+
+    from include.airflow.progress import ui_run_url
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the handler's API
+            self.send_response(200 if self.path == "/api/v2/monitor/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AIRFLOW__API__BASE_URL", f"http://127.0.0.1:{server.server_port}")
+        assert ui_run_url("lakehouse_backfill", "manual__1") == (
+            f"http://127.0.0.1:{server.server_port}/dags/lakehouse_backfill/runs/manual__1")
+    finally:
+        server.shutdown()
+    assert ui_run_url("lakehouse_backfill", "manual__1") is None  # nothing answers there any more
