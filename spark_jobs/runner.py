@@ -144,10 +144,12 @@ def run_job(
     held = lease.acquire(settings, job.id, trigger=str(trigger))
     write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
     try:
-        return _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held)
+        result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held)
     finally:
         held.release()
         stop_requests.clear(settings, job.id)
+    log.info("%s", result.summary)  # the last line of the job's log
+    return result
 
 
 def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held) -> RunResult:
@@ -210,7 +212,6 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         if hint:
             log.error("%s", hint)
         raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
-    log.info("%s", summary)
     return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
 
 
