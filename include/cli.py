@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -189,10 +188,10 @@ def demo_through_airflow(settings: Settings) -> list[str] | None:
 
 def cmd_airflow_setup(settings: Settings, args: argparse.Namespace) -> int:
     """`airflow db migrate` and the `lakehouse_spark` pool (what `make airflow` and `lakehouse demo` run first)."""
-    from include.airflow.environment import airflow_command, airflow_environment, setup_steps
+    from include.airflow.environment import run_airflow, setup_steps
 
     for step in setup_steps(settings):
-        code = subprocess.run(airflow_command() + step, env=airflow_environment(settings), check=False).returncode
+        code = run_airflow(settings, step)
         if code != 0:
             sys.stderr.write(f"lakehouse airflow-setup: `airflow {' '.join(step)}` failed (exit {code})\n")
             return code

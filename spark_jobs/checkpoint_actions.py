@@ -137,9 +137,7 @@ def verify(spark: SparkSession | None, settings: Settings, registry: Registry, j
             if plan["mode"] != "resume":
                 raise ActionRefused(f"job {job_id!r}: its plan is {plan['mode']}, not resume: `lakehouse checkpoint "
                                     f"plan {job_id}` says why")
-            if run:
-                if lease.is_held(settings, job_id):
-                    raise lease.LeaseHeld(lease.describe_holder(job_id, lease.read_lease(settings, job_id)))
+            if run:  # takes the job's lease: refused (LeaseHeld, naming the holder) while the job runs
                 run_job(spark, settings, registry, job_id, Trigger(available_now=True))
             row.update(outcome="done", **_state(settings, job, "after"))
             before, after = row["batch_before"], row["batch_after"]
@@ -382,9 +380,8 @@ def run_action(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(settings.registry_path)
     mode = args.checkpoint_command
     if mode == "verify":
-        unknown = [j for j in args.jobs if j not in registry.jobs]
-        if unknown:
-            raise KeyError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
+        for job_id in args.jobs:
+            registry.job(job_id)  # an unknown job: KeyError naming the known ones
         spark = None if args.no_run else get_spark(settings, app_name="lakehouse-checkpoint")
         rows = verify(spark, settings, registry, list(args.jobs), run=not args.no_run, actor=args.actor)
         for row in rows:

@@ -57,17 +57,19 @@ def airflow_command() -> list[str]:
     return [str(Path(sys.executable).parent / "airflow")]
 
 
-def start_airflow(settings: Settings, args: list[str], log_file: Path):
-    """Start an `airflow` CLI command with the project's environment, output appended to `log_file`;
-    returns the subprocess.Popen."""
+def start_airflow(settings: Settings, args: list[str], log_file: Path | None = None):
+    """Start an `airflow` CLI command with the project's environment, its output appended to `log_file` (or
+    on this process's terminal when None); returns the subprocess.Popen."""
     import subprocess
 
+    command, env = airflow_command() + args, airflow_environment(settings)
+    if log_file is None:
+        return subprocess.Popen(command, env=env, cwd=REPO_ROOT)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as out:
         out.write(f"\n$ airflow {' '.join(args)}\n")
         out.flush()
-        return subprocess.Popen(airflow_command() + args, env=airflow_environment(settings), cwd=REPO_ROOT,
-                                stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 
 def setup_steps(settings: Settings) -> list[list[str]]:
@@ -78,6 +80,6 @@ def setup_steps(settings: Settings) -> list[list[str]]:
              "Spark drivers at once: each runs local[2]; more than the cores can host fail to start Python workers"]]
 
 
-def run_airflow(settings: Settings, args: list[str], log_file: Path) -> int:
-    """Run an `airflow` CLI command with the project's environment, output appended to `log_file`."""
+def run_airflow(settings: Settings, args: list[str], log_file: Path | None = None) -> int:
+    """Run an `airflow` CLI command with the project's environment (output: see :func:`start_airflow`)."""
     return start_airflow(settings, args, log_file).wait()

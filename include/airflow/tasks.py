@@ -20,8 +20,7 @@ def validate_tables(tables: list[str], full: bool = False) -> tuple[str, str, li
     report = run_quality(settings, registry, tables, full=full)
     log.info("%s", report.render())
     labels = report.labels()
-    failures = [f"{r.table}:{labels[i]}" for i, r in enumerate(report.results)
-                if not r.success and r.severity == "blocking"]
+    failures = [f"{r.table}:{labels[i]}" for i, r in enumerate(report.results) if r in report.blocking_failures]
     return ("FAILED: " + ", ".join(failures)) if failures else "passed", report.report_page(), failures
 
 
