@@ -1,4 +1,4 @@
-"""Deterministic test data: clickstream events and their payments, as JSON lines.
+"""Deterministic test data: clickstream events, their payments, and login attempts, as JSON lines.
 
 Clickstream: JSON lines with duplicates, disorder, late and malformed lines.
 
@@ -12,6 +12,9 @@ Payments (:func:`generate_payment_lines`) belong to the purchases of the clickst
 the same configuration: 75 % are paid 0 to 25 minutes after the purchase, 10 % 35 to 90 minutes after
 (outside a 30-minute join bound), 15 % never. They arrive in payment-time order, with re-sent
 duplicates and malformed lines at the configured fractions.
+
+Logins (:func:`generate_login_lines`) follow the clickstream's timeline rules (disorder, late, duplicate and
+malformed lines); a tenth of the users are under attack (bursts of failed logins).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ OFFSETS = (timedelta(0), timedelta(hours=2), timedelta(hours=-5), timedelta(hour
 MALFORMED_KINDS = ("malformed_json", "missing_event_time", "unparseable_event_time", "wrong_type", "missing_event_id")
 PAYMENT_MALFORMED_KINDS = ("malformed_json", "missing_payment_time", "unparseable_payment_time", "wrong_type",
                            "missing_payment_id")
+LOGIN_MALFORMED_KINDS = ("malformed_json", "missing_event_time", "unparseable_event_time", "missing_user_id",
+                         "missing_outcome")
+LOGIN_FAILURE, LOGIN_ATTACK_FAILURE = 0.2, 0.9  # failure rates of ordinary users and of users under attack
 PAID_WITHIN = (0, 25 * 60)  # seconds after the purchase
 PAID_AFTER = (35 * 60, 90 * 60)
 PAID_FRACTION, PAID_AFTER_FRACTION = 0.75, 0.10
@@ -103,10 +109,42 @@ def _malformed(record: dict, kind: str, number_field: str = "value") -> str:
 
 
 def generate_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
-    """The lines in arrival order and how many of each kind were produced."""
-    config.validate()
-    rng = random.Random(config.seed)
+    """The clickstream lines in arrival order and how many of each kind were produced."""
     users = config.users or max(5, config.events // 100)
+
+    def event(rng: random.Random, event_time: datetime) -> dict:
+        return {
+            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "user_id": f"user_{rng.randrange(users):05d}",
+            "event_type": rng.choice(EVENT_TYPES),
+            "value": rng.randrange(0, 400) / 4,  # quarter units: sums are exact in binary floating point
+            "event_time": _iso(event_time, rng),
+        }
+
+    return _timeline(config, random.Random(config.seed), event, MALFORMED_KINDS)
+
+
+def generate_login_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
+    """Login attempts (user_id, outcome, event_time) in arrival order. One user in ten is under attack and
+    fails nine attempts in ten (bursts of failures that `fraud_alerts` catches); the others fail one in five."""
+    users = config.users or max(5, config.events // 100)
+    attacked = {f"user_{u:05d}" for u in range(0, users, 10)}
+
+    def login(rng: random.Random, event_time: datetime) -> dict:
+        user = f"user_{rng.randrange(users):05d}"
+        failing = LOGIN_ATTACK_FAILURE if user in attacked else LOGIN_FAILURE
+        outcome = "failure" if rng.random() < failing else "success"
+        return {"user_id": user, "outcome": outcome, "event_time": _iso(event_time, rng)}
+
+    return _timeline(config, random.Random(f"logins:{config.seed}"), login, LOGIN_MALFORMED_KINDS)
+
+
+def _timeline(config: GeneratorConfig, rng: random.Random, make_record, malformed_kinds: tuple[str, ...],
+              number_field: str = "value") -> tuple[list[str], Counter]:
+    """`config.events` records made by `make_record(rng, event_time)`, as lines in arrival order: on time,
+    out of order, late or malformed at the configured fractions, with re-sent duplicates a few minutes of
+    arrivals later."""
+    config.validate()
     seconds_per_event = 60.0 / config.events_per_minute
     kinds: Counter = Counter()
     lines: list[str] = []
@@ -120,20 +158,14 @@ def generate_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
             kind, event_time = "out_of_order", arrival - timedelta(seconds=rng.randint(30, 8 * 60))
         else:
             kind, event_time = "on_time", arrival
-        event = {
-            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "user_id": f"user_{rng.randrange(users):05d}",
-            "event_type": rng.choice(EVENT_TYPES),
-            "value": rng.randrange(0, 400) / 4,  # quarter units: sums are exact in binary floating point
-            "event_time": _iso(event_time, rng),
-        }
+        record = make_record(rng, event_time)
         if rng.random() < config.malformed_fraction:
-            malformed_kind = rng.choice(MALFORMED_KINDS)
+            malformed_kind = rng.choice(malformed_kinds)
             kinds[f"malformed:{malformed_kind}"] += 1
-            lines.append(_malformed(event, malformed_kind))
+            lines.append(_malformed(record, malformed_kind, number_field))
         else:
             kinds[kind] += 1
-            line = json.dumps(event)
+            line = json.dumps(record)
             lines.append(line)
             if rng.random() < config.duplicate_fraction:
                 due = i + rng.randint(1, max(1, int(5 * config.events_per_minute)))
@@ -198,7 +230,7 @@ def generate_payment_lines(config: GeneratorConfig) -> tuple[list[str], Counter]
     return lines, kinds
 
 
-LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines}
+LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines, "logins": generate_login_lines}
 
 
 def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:

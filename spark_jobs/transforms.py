@@ -11,11 +11,13 @@ from pyspark.sql import types as T
 
 from include.registry import (
     COLUMN_TYPES,
+    PROCESSORS,
     Deduplicate,
     JobSpec,
     ParseJson,
     SessionAggregate,
     SourceSpec,
+    StatefulProcess,
     StreamJoin,
     WindowAggregate,
 )
@@ -167,6 +169,19 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     return joined.select(*columns)
 
 
+def stateful_process(stream: DataFrame, job: JobSpec) -> DataFrame:
+    """The job's processor (spark_jobs/processors) over the watermarked stream, grouped by the keys; append mode:
+    each output row is final when emitted."""
+    from spark_jobs.processors import processor_for
+
+    spec: StatefulProcess = job.transform
+    info = PROCESSORS[spec.processor]
+    columns = dict.fromkeys([*spec.keys, job.source.event_time, *info.input_columns])
+    return (with_watermark(stream, job.source).select(*columns).groupBy(*spec.keys)
+            .transformWithStateInPandas(processor_for(job), spark_schema(info.output_schema), "Append",
+                                        info.time_mode))
+
+
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
                  starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
     """The job's output stream, ready for its sink."""
@@ -182,4 +197,6 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
             return session_aggregate(stream, job)
         case StreamJoin():
             return stream_join(spark, settings, stream, job, starting, available_now)
+        case StatefulProcess():
+            return stateful_process(stream, job)
     raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

@@ -13,7 +13,7 @@ from tests.support.helpers import problems_of
 def test_real_registry_loads_in_dependency_order(registry):
     assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m",
                               "gold_user_activity_1h", "gold_user_sessions", "bronze_payments", "silver_payments",
-                              "gold_order_payments")
+                              "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -64,6 +64,34 @@ def test_bad_duration_names_job_and_field(raw):
     found = problems_of(raw)
     assert any(p.startswith("job 'silver_clickstream': source.watermark: bad duration '10 minuts'") for p in found)
     assert any(p.startswith("job 'gold_user_activity_1h': transform.slide: must divide") for p in found)
+
+
+def test_stateful_process_jobs_name_a_processor_of_the_catalogue(registry, raw):
+    fraud = registry.job("gold_fraud_alerts")
+    assert fraud.transform.params == {"failures": 5, "within": 600} and fraud.transform.keys == ("user_id",)
+    assert fraud.output_schema["alert_time"] == "timestamp" and fraud.stateful
+    del raw["jobs"]["gold_fraud_alerts"]["transform"]["params"]  # the processor's defaults
+    from include.registry import build_registry
+
+    assert build_registry(raw).job("gold_fraud_alerts").transform.params == {"failures": 5, "within": 600}
+
+
+def test_stateful_process_mistakes_name_job_and_field(raw):
+    transform = raw["jobs"]["gold_fraud_alerts"]["transform"]
+    transform["params"] = {"failures": 0, "within": "ten minutes", "burst": 3}
+    transform["keys"] = ["user"]
+    found = problems_of(raw)
+    where = "job 'gold_fraud_alerts': transform"
+    assert f"{where}.params.failures: must be a positive integer, got 0" in found
+    assert any(p.startswith(f"{where}.params.within: bad duration 'ten minutes'") for p in found)
+    assert f"{where}.params.burst: unknown parameter of fraud_alerts (known: failures, within)" in found
+    assert f"{where}.keys: unknown column 'user'" in found
+    transform.update(processor="fraud_alert", params={}, keys=["user_id"])
+    assert problems_of(raw) == [f"{where}.processor: unknown processor 'fraud_alert' (known: fraud_alerts)"]
+    transform["processor"] = "fraud_alerts"
+    raw["sources"]["logins"]["schema"]["outcome"] = "boolean"
+    assert f"{where}.processor: fraud_alerts reads a string column 'outcome', which the source has as boolean" in \
+        problems_of(raw)
 
 
 def test_two_jobs_writing_one_table(raw):

@@ -8,6 +8,8 @@ one table spec class per kind, on a common :class:`TableSpec` base.
   same key, count, future, uniqueness, freshness and reconciliation checks.
 - :class:`JoinTable` (``stream_join``): one row per (left key, right key), the join bound, unmatched
   rows without right values, uniqueness and freshness.
+- :class:`AlertTable` (``stateful_process`` with an alert processor): alerts inside the rule's window,
+  one alert per burst, uniqueness and freshness (the job's watermark).
 
 Each :class:`Check` names one expectation of :mod:`include.registry.checks` and how Great Expectations
 evaluates it: row checks run on the gold rows plus the derived columns each spec declares in
@@ -24,7 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from include.registry import Deduplicate, JobSpec, Registry, SessionAggregate, StreamJoin, WindowAggregate
+from include.registry import (
+    PROCESSORS,
+    Deduplicate,
+    JobSpec,
+    Registry,
+    SessionAggregate,
+    StatefulProcess,
+    StreamJoin,
+    WindowAggregate,
+)
 from include.registry.checks import CHECKS
 
 
@@ -330,6 +341,47 @@ class JoinTable(TableSpec):
         return checks + self._uniqueness_and_freshness(f"latest {self.left_time}", overrides, where)
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlertTable(TableSpec):
+    """A stateful_process sink of alerts (the processor catalogue's ALERTS_SCHEMA): each alert counts the events
+    of one burst, from window_start to alert_time, within the rule's window; the processor starts counting
+    again after an alert, so an entity's alerts of a type do not overlap."""
+
+    within_seconds: int  # the rule's window
+
+    noun: ClassVar[str] = "alert"
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        return ("alert_type", "entity", "alert_time")
+
+    @property
+    def freshness_column(self) -> str:
+        return "alert_time"
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        return ("alert_type", "entity", "alert_time", "window_start", "event_count")
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        return {"_seconds_in_future": ops.seconds("alert_time") - now_epoch,
+                "_alert_span_seconds": ops.exact_seconds("alert_time") - ops.exact_seconds("window_start")}
+
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        checks = [self._check("alert_in_window", "ExpectColumnValuesToBeBetween",
+                              {"column": "_alert_span_seconds", "min_value": 0, "max_value": self.within_seconds},
+                              f"alert_time - window_start is between 0 and {self.within_seconds} s", overrides)]
+        checks += self._time_and_key_checks("alert_time", ("alert_type", "entity", "alert_time", "window_start"),
+                                            overrides)
+        checks.append(self._check("event_count_positive", "ExpectColumnValuesToBeBetween",
+                                  {"column": "event_count", "min_value": 1}, "event_count is at least 1", overrides))
+        checks += self._uniqueness_and_freshness(f"{self.job_id}'s watermark", overrides)
+        checks.append(self._check("one_alert_per_burst", "ExpectColumnMaxToBeBetween",
+                                  {"column": "overlapping_alerts", "max_value": 0},
+                                  "no alert starts at or before the previous alert of its entity and type", overrides))
+        return checks
+
+
 # ------------------------------------------------------------------------------------------ builders
 
 
@@ -387,12 +439,28 @@ def join_table(job: JobSpec, registry: Registry) -> JoinTable:
     return spec
 
 
+def alert_table(job: JobSpec, registry: Registry | None = None) -> AlertTable:
+    """The spec and checks of an alert processor's sink table (default lag: watermark + the rule's window)."""
+    within = job.transform.params["within"]
+    spec = AlertTable(**_common(job, job.source.watermark_seconds + within), within_seconds=within)
+    spec.checks.extend(spec.make_checks(job.quality.severity))
+    return spec
+
+
 # Transform kind -> suite builder (the registry's QUALITY_KINDS).
 SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
     WindowAggregate.kind: windowed_table,
     SessionAggregate.kind: session_table,
     StreamJoin.kind: join_table,
+    StatefulProcess.kind: alert_table,
 }
+
+
+def has_suite(job: JobSpec) -> bool:
+    """The job's sink has a quality suite: its kind has a builder (a stateful_process: an alert processor)."""
+    if isinstance(job.transform, StatefulProcess):
+        return bool(PROCESSORS[job.transform.processor].alert_types)
+    return job.transform_kind in SUITE_BUILDERS
 
 
 def quality_tables(registry: Registry) -> dict[str, TableSpec]:
@@ -400,5 +468,5 @@ def quality_tables(registry: Registry) -> dict[str, TableSpec]:
     return {
         registry.jobs[j].sink.table: SUITE_BUILDERS[registry.jobs[j].transform_kind](registry.jobs[j], registry)
         for j in registry.order
-        if registry.jobs[j].transform_kind in SUITE_BUILDERS
+        if has_suite(registry.jobs[j])
     }

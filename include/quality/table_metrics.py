@@ -13,6 +13,8 @@ row of metrics (what the Great Expectations table suite asserts on) plus the obs
   their key is active (an always-active user has no finalized session at all), the end of the
   earliest source session (sessionized as for reconciliation) that closed after the table's latest
   session_end and that the table lacks -- none: the table is up to date.
+- Alerts: freshness is the gold job's watermark (alerts are rare; the table is complete up to it), and
+  ``overlapping_alerts`` counts alerts that start at or before the previous alert of their entity and type.
 - Reconciliation (windows and sessions, see :mod:`include.quality.reconciliation`): finalized rows are
   those ending at or before the gold job's watermark, read from its checkpoint (the offset log entry
   of its latest committed batch). Without a checkpoint (tables written by other means), the
@@ -39,7 +41,7 @@ from include.quality.reconciliation import (
     reconcile_sessions,
     reconcile_windows,
 )
-from include.quality.suites import AggregateTable, JoinTable, SessionTable, TableSpec
+from include.quality.suites import AggregateTable, AlertTable, JoinTable, SessionTable, TableSpec
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -70,27 +72,29 @@ def _micros(column: pa.ChunkedArray) -> pa.Array:
     return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
 
 
-def gold_watermark(settings: Settings, spec: TableSpec, source: SourceEvents) -> tuple[int | None, str]:
+def gold_watermark(settings: Settings, spec: TableSpec, latest_source_event: int | None) -> tuple[int | None, str]:
     """The gold job's watermark (epoch µs) and where it came from."""
     committed = checkpoints.committed_watermark_ms(settings.layout.checkpoint(spec.job_id))
     if committed is not None:
         return committed * 1000, "checkpoint"
-    if source.latest is None:
+    if latest_source_event is None:
         return None, "none (no checkpoint, no source events)"
-    return source.latest - spec.watermark_seconds * MICROS, "latest source event - watermark delay (no checkpoint)"
+    return (latest_source_event - spec.watermark_seconds * MICROS,
+            "latest source event - watermark delay (no checkpoint)")
 
 
-def left_source_span(settings: Settings, spec: JoinTable) -> SourceSpan:
-    """The event-time span of the join's left source rows that pass its ``where`` filter."""
+def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
+    """The event-time span of the job's (left) source rows; a join's, those that pass its ``where`` filter."""
     path = settings.layout.table(spec.source_table)
-    described = f"{spec.source_table}" + (f" where {spec.where}" if spec.where else "")
+    where = spec.where if isinstance(spec, JoinTable) else None
+    described = f"{spec.source_table}" + (f" where {where}" if where else "")
     if not delta_store.table_exists(path):
         return SourceSpan(None, None, described)
     from deltalake import DeltaTable, QueryBuilder
 
     column = '"' + spec.event_time.replace('"', '""') + '"'
     query = f"SELECT min({column}) AS earliest, max({column}) AS latest FROM source"
-    query += f" WHERE {spec.where}" if spec.where else ""
+    query += f" WHERE {where}" if where else ""
     span = pa.table(QueryBuilder().register("source", DeltaTable(str(path))).execute(query).read_all())
     earliest, latest = (_micros(span[c]).to_pylist()[0] for c in ("earliest", "latest"))
     return SourceSpan(earliest, latest, described)
@@ -109,9 +113,11 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
     if isinstance(spec, AggregateTable):
         source = read_source_events(settings.layout.table(spec.source_table), spec.event_time, spec.source_keys)
         span = SourceSpan(source.earliest, source.latest, spec.source_table)
-        watermark, watermark_source = gold_watermark(settings, spec, source)
+        watermark, watermark_source = gold_watermark(settings, spec, source.latest)
     else:
-        span = left_source_span(settings, spec)
+        span = source_span(settings, spec)
+        if isinstance(spec, AlertTable):
+            watermark, watermark_source = gold_watermark(settings, spec, span.latest)
     sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) else None
 
     ends = _micros(gold[spec.freshness_column]).drop_null()
@@ -126,6 +132,9 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
         missing = None if span.latest is None else sessions.earliest_missing_end(latest_end, closed_by=span.latest)
         freshness["earliest_missing_session_end"] = _iso(missing)
         reference = missing if missing is not None else span.latest
+    elif isinstance(spec, AlertTable):  # alerts are rare: the table is complete up to the job's watermark
+        freshness.update(watermark=_iso(watermark), watermark_source=watermark_source)
+        reference = watermark if watermark is not None else span.earliest
     else:
         reference = latest_end if latest_end is not None else span.earliest
     lag = 0 if span.latest is None else max(0, (span.latest - reference) // MICROS)  # no source: nothing to be fresh about
@@ -136,6 +145,10 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
         "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds, **freshness,
                       f"latest_{spec.event_time}": _iso(span.latest), "source": span.described},
     }
+    if isinstance(spec, AlertTable):
+        overlapping = overlapping_alerts(settings, spec, version)
+        metrics["overlapping_alerts"] = overlapping["overlapping_alerts"]
+        details["one_alert_per_burst"] = overlapping
     if isinstance(spec, AggregateTable) and counts:
         if watermark is None:
             reconciled = {spec.unreconciled_metric: 0, f"finalized_{spec.noun}s": 0}
@@ -146,3 +159,17 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
         metrics[spec.unreconciled_metric] = reconciled[spec.unreconciled_metric]
         details["reconciliation"] = {**reconciled, "watermark": _iso(watermark), "watermark_source": watermark_source}
     return TableMetrics(metrics, details, gold.num_rows)
+
+
+def overlapping_alerts(settings: Settings, spec: AlertTable, version: int) -> dict[str, Any]:
+    """Alerts that start (window_start) at or before the previous alert of their entity and type was raised
+    (among distinct alerts: a repeated row is the uniqueness check's finding)."""
+    columns = ["alert_type", "entity", "window_start", "alert_time"]
+    alerts = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns).to_pandas()
+    alerts = alerts.dropna().drop_duplicates(list(spec.unique_key))
+    alerts = alerts.sort_values(columns[:2] + ["alert_time", "window_start"])
+    previous = alerts.groupby(columns[:2])["alert_time"].shift()
+    overlapping = alerts[alerts["window_start"] <= previous]
+    examples = [{"alert_type": r.alert_type, "entity": r.entity, "window_start": r.window_start.isoformat(),
+                 "alert_time": r.alert_time.isoformat()} for r in overlapping.head(5).itertuples()]
+    return {"overlapping_alerts": len(overlapping), "alerts": len(alerts), "examples": examples}

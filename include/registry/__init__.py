@@ -20,6 +20,7 @@ from include.registry.columns import (
 )
 from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.loading import RegistryError, build_registry, load_registry
+from include.registry.processors import PROCESSORS, ProcessorInfo
 from include.registry.specs import (
     MAX_SHUFFLE_PARTITIONS,
     Admission,
@@ -34,6 +35,7 @@ from include.registry.specs import (
     SessionAggregate,
     SinkSpec,
     SourceSpec,
+    StatefulProcess,
     StateStoreSpec,
     StreamJoin,
     SupervisionSpec,
@@ -42,8 +44,8 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "QUARANTINE_SCHEMA", "Admission", "Aggregation", "ColumnType", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "SessionAggregate",
-    "SinkSpec", "SourceSpec", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
+    "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",
 ]

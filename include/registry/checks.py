@@ -37,7 +37,12 @@ CHECKS: dict[str, CheckInfo] = {
     "join_bound": CheckInfo(BLOCKING, "rows", "matched rows have a right event time within "
                                               "[left event time, left event time + within]"),
     "unmatched_without_right": CheckInfo(BLOCKING, "rows", "unmatched rows have every right-side column null"),
-    "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key)"),
+    "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key); alerts: per (alert_type, "
+                                                "entity, alert_time)"),
+    # alerts (stateful_process with an alert processor)
+    "alert_in_window": CheckInfo(BLOCKING, "rows", "alert_time - window_start is between 0 and the rule's window"),
+    "one_alert_per_burst": CheckInfo(BLOCKING, "table", "an entity's alerts do not overlap: each starts after the "
+                                                        "previous one of its type was raised"),
     # every kind (keys: the grouping keys; joins: the left key and the matched column)
     "no_future_windows": CheckInfo(BLOCKING, "rows", "no window or session starts (no joined left event time "
                                                      "lies) after the validation time"),
@@ -49,7 +54,7 @@ CHECKS: dict[str, CheckInfo] = {
                                               "latest source event: windows, its latest finalized window_end; "
                                               "joins, its latest left event time; sessions, the end of the "
                                               "earliest source session closed after its latest session_end "
-                                              "that it lacks (none: up to date)"),
+                                              "that it lacks (none: up to date); alerts, the job's watermark"),
     "reconciliation": CheckInfo(BLOCKING, "table", "per finalized window or session, the count equals the "
                                                    "distinct source events in it, less at most those that "
                                                    "reached the source after the job's watermark could have "

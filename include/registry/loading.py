@@ -21,6 +21,7 @@ from include.registry.columns import (
 )
 from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.graph import declared_tables, dependency_order
+from include.registry.processors import PROCESSORS
 from include.registry.specs import (
     MAX_SHUFFLE_PARTITIONS,
     Admission,
@@ -35,6 +36,7 @@ from include.registry.specs import (
     SessionAggregate,
     SinkSpec,
     SourceSpec,
+    StatefulProcess,
     StateStoreSpec,
     StreamJoin,
     SupervisionSpec,
@@ -42,8 +44,10 @@ from include.registry.specs import (
     WindowAggregate,
 )
 
-TRANSFORM_KINDS = tuple(k.kind for k in (ParseJson, Deduplicate, WindowAggregate, SessionAggregate, StreamJoin))
-QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind)  # kinds whose sink has a suite
+TRANSFORM_KINDS = tuple(k.kind for k in (ParseJson, Deduplicate, WindowAggregate, SessionAggregate, StreamJoin,
+                                             StatefulProcess))
+QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
+                 StatefulProcess.kind)  # (alert processors)
 JOIN_TYPES = ("inner", "left_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
@@ -276,6 +280,11 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
             columns=columns,
         )
     keys = tuple(str(k) for k in raw["keys"])
+    if kind == StatefulProcess.kind:
+        info = PROCESSORS[raw["processor"]]
+        given = raw.get("params") or {}
+        params = {name: param.parse(given.get(name, param.default)) for name, param in info.params.items()}
+        return StatefulProcess(info.name, keys, params)
     if kind == Deduplicate.kind:
         return Deduplicate(keys)
     aggregations = tuple(
@@ -406,6 +415,8 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
             problems.append(f"{where}: transform.keys: unknown column {key!r}")
     if kind == "deduplicate":
         return dict(schema)
+    if kind == "stateful_process":
+        return _processor_schema(where, transform, schema, problems)
     if kind == "session_aggregate":
         _positive_duration(where, "transform.gap", transform.get("gap"), problems)
         output = {"session_start": "timestamp", "session_end": "timestamp"}
@@ -413,6 +424,37 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
         output = _window_bounds(where, transform, problems)
     output.update({k: schema.get(k, "string") for k in keys})
     return _aggregation_columns(where, transform, schema, output, problems)
+
+
+def _processor_schema(where: str, transform: dict, schema: dict[str, str], problems: list[str]) -> dict[str, str]:
+    """Validate a stateful_process's processor, its parameters and the input columns it reads; its output schema."""
+    unknown = set(transform) - {"kind", "processor", "keys", "params"}
+    if unknown:
+        problems.append(f"{where}: transform: unknown fields {sorted(unknown)}")
+    info = PROCESSORS.get(transform.get("processor"))
+    if info is None:
+        problems.append(f"{where}: transform.processor: unknown processor {transform.get('processor')!r} "
+                        f"(known: {', '.join(PROCESSORS)})")
+        return {}
+    for column, ctype in info.input_columns.items():
+        if schema.get(column) != ctype:
+            problems.append(f"{where}: transform.processor: {info.name} reads a {ctype} column {column!r}, which the "
+                            f"source {'has as ' + schema[column] if column in schema else 'lacks'}")
+    params = transform.get("params") or {}
+    if not isinstance(params, dict):
+        problems.append(f"{where}: transform.params: must map parameter names to values")
+        params = {}
+    for name, value in params.items():
+        param = info.params.get(name)
+        if param is None:
+            problems.append(f"{where}: transform.params.{name}: unknown parameter of {info.name} "
+                            f"(known: {', '.join(info.params)})")
+            continue
+        try:
+            param.parse(value)
+        except ValueError as exc:
+            problems.append(f"{where}: transform.params.{name}: {exc}")
+    return dict(info.output_schema)
 
 
 def _positive_duration(where: str, field_name: str, value: Any, problems: list[str]) -> int | None:
@@ -664,8 +706,10 @@ def _validate_quality(where: str, raw: Any, transform: dict, problems: list[str]
     if not isinstance(raw, dict):
         problems.append(f"{where}: quality: must be a mapping with 'freshness_lag' and/or 'severity'")
         return QualitySpec()
-    if transform.get("kind") not in QUALITY_KINDS:
-        problems.append(f"{where}: quality: only {', '.join(QUALITY_KINDS)} jobs have quality suites")
+    info = PROCESSORS.get(transform.get("processor")) if transform.get("kind") == StatefulProcess.kind else None
+    if transform.get("kind") not in QUALITY_KINDS or (info is not None and not info.alert_types):
+        problems.append(f"{where}: quality: only {', '.join(QUALITY_KINDS[:-1])} jobs and stateful_process jobs "
+                        "of an alert processor have quality suites")
     unknown = set(raw) - {"freshness_lag", "severity"}
     if unknown:
         problems.append(f"{where}: quality: unknown fields {sorted(unknown)}")

@@ -116,7 +116,18 @@ class StreamJoin:
         return {c.column: c.name for c in self.columns if c.side == side}
 
 
-TransformSpec = ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin
+@dataclass(frozen=True)
+class StatefulProcess:
+    """Arbitrary per-key state: a processor of the project's catalogue (include/registry/processors.py) run by
+    Spark's transformWithStateInPandas, its events handed over in event-time order (spark_jobs/processors)."""
+
+    processor: str  # a name in PROCESSORS
+    keys: tuple[str, ...]
+    params: dict[str, int]  # every parameter of the processor (defaults filled in); durations in seconds
+    kind: ClassVar[str] = "stateful_process"
+
+
+TransformSpec = ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin | StatefulProcess
 AGGREGATE_KINDS = (WindowAggregate, SessionAggregate)
 
 

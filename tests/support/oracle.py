@@ -49,10 +49,22 @@ def parse_line(line: str) -> dict | None:
     }
 
 
-def bronze_batches(files: list[Path], admission: Admission) -> list[list[dict]]:
+def parse_login(line: str) -> dict | None:
+    """The bronze row of a `logins` landing line, or None when the line belongs in quarantine."""
+    try:
+        obj = json.loads(line)
+        event_time = datetime.fromisoformat(obj["event_time"]).astimezone(UTC)
+    except (ValueError, KeyError, TypeError):
+        return None
+    if obj.get("user_id") is None or obj.get("outcome") is None:
+        return None
+    return {"user_id": str(obj["user_id"]), "outcome": str(obj["outcome"]), "t": int(event_time.timestamp())}
+
+
+def bronze_batches(files: list[Path], admission: Admission, parse=parse_line) -> list[list[dict]]:
     """Valid rows per bronze micro-batch of one run over `files` (in arrival order)."""
     return [
-        [r for f in group for r in (parse_line(line) for line in f.read_text().splitlines()) if r]
+        [r for f in group for r in (parse(line) for line in f.read_text().splitlines()) if r]
         for group in admitted_files(files, admission)
     ]
 
@@ -114,18 +126,63 @@ class Stage:
 
 
 class Deduplicate(Stage):
-    def __init__(self, delay: int):
+    def __init__(self, delay: int, keys: tuple[str, ...] = ("event_id",)):
         super().__init__(delay)
-        self.seen: set[str] = set()
+        self.keys = tuple("t" if k == "event_time" else k for k in keys)
+        self.seen: set[tuple] = set()
 
     def batch(self, rows, late, evict):
         kept = []
         for r in rows:
-            if r["t"] <= late or r["event_id"] in self.seen:
+            key = tuple(r[k] for k in self.keys)
+            if r["t"] <= late or key in self.seen:
                 continue
-            self.seen.add(r["event_id"])
+            self.seen.add(key)
             kept.append(r)
         return kept
+
+
+class FraudAlerts(Stage):
+    """`fraud_alerts` (spark_jobs/processors): an event at or before its batch's eviction watermark is late;
+    the others are taken per user in (time, outcome) order once the watermark reaches them. A success clears
+    the failures; `failures` failures within `within` seconds (inclusive) raise an alert and clear them."""
+
+    def __init__(self, delay: int, failures: int, within: int):
+        super().__init__(delay)
+        self.failures_needed, self.within = failures, within
+        self.pending: list[tuple] = []
+        self.failures: dict[str, list[int]] = {}
+        self.alerts: list[tuple] = []  # (entity, alert_time, window_start, event_count)
+
+    def batch(self, rows, late, evict):
+        self.pending += [(r["user_id"], r["t"], r["outcome"]) for r in rows if r["t"] > evict]
+        due = sorted(p for p in self.pending if p[1] <= evict)
+        self.pending = [p for p in self.pending if p[1] > evict]
+        for user, t, outcome in due:
+            if outcome != "failure":
+                self.failures.pop(user, None)
+                continue
+            recent = [f for f in self.failures.get(user, []) if t - f <= self.within] + [t]
+            if len(recent) >= self.failures_needed:
+                self.alerts.append((user, t, recent[0], len(recent)))
+                recent = []
+            self.failures[user] = recent
+        return []
+
+
+def expected_alerts(registry: Registry, drops: list[list[Path]], job_id: str = "gold_fraud_alerts") -> list[tuple]:
+    """The sorted alert rows (entity, alert_time, window_start, event_count) of a fraud_alerts job over
+    `drops` (landing files of logins per run of the whole lineage, in arrival order)."""
+    job = registry.job(job_id)
+    silver_job = registry.writer_of(job.source.name)
+    bronze_job = registry.writer_of(silver_job.source.name)
+    silver = Deduplicate(silver_job.source.watermark_seconds, silver_job.transform.keys)
+    alerts = FraudAlerts(job.source.watermark_seconds, job.transform.params["failures"], job.transform.params["within"])
+    for files in drops:
+        bronze = [b for b in bronze_batches(files, bronze_job.source.admission(True), parse_login) if b]
+        deduplicated = silver.run(admitted_commits(bronze, silver_job.source.admission(True)))
+        alerts.run(admitted_commits(deduplicated, job.source.admission(True)))
+    return sorted(alerts.alerts)
 
 
 class WindowAggregate(Stage):

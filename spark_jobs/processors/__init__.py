@@ -1,0 +1,133 @@
+"""The project's stateful processors (`stateful_process` jobs), run by Spark's `transformWithStateInPandas`.
+
+:class:`EventTimeOrdered` is their common base: it makes a processor's result independent of how the input
+happens to be cut into micro-batches. Each key's events wait in state, each with an event-time timer; when
+the watermark passes an event's time, its timer fires and the events due are handed to
+:meth:`EventTimeOrdered.on_event` in event-time order. An event at or before the watermark of the batch it
+arrives in is late and dropped (its turn has passed). After a key's last event, an idle timer removes the
+key's state once the watermark is `idle_after` past it. Timers fire only when batches run: a live job's
+no-data batches, or the closing no-data batch of an available-now run, move them on.
+
+The catalogue that the registry validates jobs against is include/registry/processors.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import LongType, StructField, StructType
+
+from include.registry import PROCESSORS, JobSpec
+from spark_jobs.transforms import spark_schema
+
+EVENT_MS = "_event_ms"
+_EPOCH = pd.Timestamp(0)
+_MS = pd.Timedelta(milliseconds=1)
+
+
+def epoch_ms(series: pd.Series) -> pd.Series:
+    """Milliseconds since the epoch of a timestamp column as Spark hands it to pandas (UTC)."""
+    if getattr(series.dt, "tz", None) is not None:
+        series = series.dt.tz_convert(None)
+    return (series - _EPOCH) // _MS
+
+
+def timestamp(ms: int) -> pd.Timestamp:
+    return pd.Timestamp(ms, unit="ms")
+
+
+def span(ms: int) -> str:
+    """A duration as people write it in the registry: "10 minutes", "90 seconds"."""
+    seconds = ms // 1000
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+class EventTimeOrdered(StatefulProcessor):
+    """Per-key events in event-time order once the watermark has passed them (see the module's docstring)."""
+
+    def __init__(self, job: JobSpec):
+        info = PROCESSORS[job.transform.processor]
+        self.params: dict[str, int] = dict(job.transform.params)
+        self.event_time = job.source.event_time
+        self.input_columns = list(info.input_columns)
+        self.output_columns = list(info.output_schema)
+        self.pending_schema = StructType([StructField(EVENT_MS, LongType())]
+                                         + list(spark_schema(info.input_columns).fields))
+
+    # The processor's own logic.
+    idle_after_ms: int = 0  # the key's state is removed this long (event time) after its last event
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        """Declare the processor's own state variables."""
+
+    def on_event(self, key: tuple, event_ms: int, values: tuple) -> list[dict[str, Any]]:
+        """Handle one event (its time, then `input_columns` in order); the output rows."""
+        raise NotImplementedError
+
+    def clear_state(self) -> None:
+        """Remove the processor's own state (the key went idle)."""
+
+    # transformWithStateInPandas' interface.
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.pending = handle.getListState("pending", self.pending_schema)
+        self.idle_timer = handle.getValueState("idle_timer", StructType([StructField("expiry_ms", LongType())]))
+        self.open_state(handle)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        fresh: list[tuple] = []
+        for frame in rows:
+            ms = epoch_ms(frame[self.event_time])
+            frame = frame.assign(**{EVENT_MS: ms})[ms > watermark]
+            fresh.extend(frame[[EVENT_MS, *self.input_columns]].itertuples(index=False, name=None))
+        if fresh:
+            self.pending.appendList([(int(t), *rest) for t, *rest in fresh])
+            for event_ms in {int(t) for t, *_ in fresh}:
+                self.handle.registerTimer(event_ms)
+        return iter(())
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        expiry = expiredTimerInfo.getExpiryTimeInMs()
+        pending = list(self.pending.get()) if self.pending.exists() else []
+        due = sorted(p for p in pending if p[0] <= expiry)
+        if not due:
+            idle = self.idle_timer.get() if self.idle_timer.exists() else None
+            if idle is not None and idle[0] == expiry and not pending:
+                self.clear_state()
+                self.pending.clear()
+                self.idle_timer.clear()
+            return
+        rest = [p for p in pending if p[0] > expiry]
+        if rest:
+            self.pending.put(rest)
+        else:
+            self.pending.clear()
+        output: list[dict[str, Any]] = []
+        for event_ms, *values in due:
+            output.extend(self.on_event(key, event_ms, tuple(values)))
+        if self.idle_after_ms:
+            if self.idle_timer.exists():
+                self.handle.deleteTimer(self.idle_timer.get()[0])
+            idle_at = due[-1][0] + self.idle_after_ms
+            self.handle.registerTimer(idle_at)
+            self.idle_timer.update((idle_at,))
+        if output:
+            yield pd.DataFrame(output, columns=self.output_columns)
+
+    def close(self) -> None:
+        pass
+
+
+def processor_for(job: JobSpec) -> EventTimeOrdered:
+    """A new instance of the job's processor class."""
+    module, _, name = PROCESSORS[job.transform.processor].class_path.partition(":")
+    return getattr(importlib.import_module(module), name)(job)

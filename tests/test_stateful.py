@@ -1,0 +1,128 @@
+"""`stateful_process` jobs (transformWithStateInPandas) on real Spark and Delta, checked against plain-Python oracles."""
+
+from __future__ import annotations
+
+import json
+import signal
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from include import checkpoints
+from include.generator import GeneratorConfig, write_landing
+from include.registry import Trigger
+from include.storage import delta as delta_store
+from spark_jobs.runner import run_job
+from tests.support.helpers import arrival_order, run_cli
+from tests.support.kill_hooks import kill_env
+from tests.support.oracle import expected_alerts
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+AVAILABLE_NOW = Trigger(available_now=True)
+LOGIN_JOBS = ("bronze_logins", "silver_logins", "gold_fraud_alerts")
+
+
+@pytest.fixture
+def registry(small_batch_registry):
+    """Several micro-batches per run: the result must not depend on where batches are cut."""
+    return small_batch_registry
+
+
+def land_logins(settings, **kwargs):
+    config = GeneratorConfig(**{"events": 1600, "seed": 5, "files": 4, "users": 12, "events_per_minute": 8.0,
+                                "late_fraction": 0.03, "duplicate_fraction": 0.05, **kwargs})
+    return write_landing(settings.layout.landing("landing/logins"), "logins", config)
+
+
+def alert_rows(settings) -> list[tuple]:
+    rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+    assert all(r["alert_type"] == "FRAUD_ALERT" for r in rows)
+    return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
+                  for r in rows)
+
+
+def run_lineage(spark, settings, registry, jobs=LOGIN_JOBS):
+    for job_id in jobs:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+
+
+def test_fraud_alerts_equal_the_oracle_over_two_drops_and_a_rerun(spark, settings, registry):
+    first = land_logins(settings)
+    run_lineage(spark, settings, registry)
+    drops = [arrival_order(first.files)]
+    expected = expected_alerts(registry, drops)
+    assert len(expected) >= 5, "test data too small: too few alerts"
+    assert alert_rows(settings) == expected
+
+    second = land_logins(settings, seed=6, start=datetime(2026, 1, 1, 3, tzinfo=UTC))
+    run_lineage(spark, settings, registry)
+    drops.append(arrival_order(second.files))
+    expected = expected_alerts(registry, drops)
+    assert alert_rows(settings) == expected
+    assert len({(user, t) for user, t, *_ in expected}) == len(expected)  # one alert per burst
+
+    version = delta_store.latest_version(settings.layout.table("gold/alerts"))
+    run_lineage(spark, settings, registry)
+    assert delta_store.latest_version(settings.layout.table("gold/alerts")) == version  # a rerun writes nothing
+
+
+def state_keys(spark, settings, job_id: str, variable: str) -> set[str]:
+    """The keys that hold state variable `variable` in the job's latest committed state (Spark's state reader)."""
+    rows = (spark.read.format("statestore").option("path", str(settings.layout.checkpoint(job_id)))
+            .option("stateVarName", variable).load().collect())
+    return {r["key"][0] for r in rows}
+
+
+def timer_keys(spark, settings, job_id: str) -> set[str]:
+    rows = (spark.read.format("statestore").option("path", str(settings.layout.checkpoint(job_id)))
+            .option("readRegisteredTimers", "true").load().collect())
+    return {r["key"][0] for r in rows}
+
+
+def write_lines(settings, name: str, records: list[dict]):
+    directory = settings.layout.landing("landing/logins")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, settings, registry):
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+
+    def login(user: str, minute: float, outcome: str) -> dict:
+        return {"user_id": user, "outcome": outcome, "event_time": (start + timedelta(minutes=minute)).isoformat()}
+
+    # quiet_user fails twice, then is never heard from again; busy_user keeps batches (and the watermark) going.
+    write_lines(settings, "a.jsonl", [login("quiet_user", 0, "failure"), login("quiet_user", 1, "failure"),
+                                      login("busy_user", 2, "success"), login("busy_user", 14, "success")])
+    run_lineage(spark, settings, registry)
+    assert "quiet_user" in state_keys(spark, settings, "gold_fraud_alerts", "failures")
+    assert "quiet_user" in timer_keys(spark, settings, "gold_fraud_alerts")
+
+    # The watermark passes quiet_user's last failure + 10 minutes: its idle timer fires and removes its state.
+    write_lines(settings, "b.jsonl", [login("busy_user", minute, "success") for minute in (20, 26, 33)])
+    run_lineage(spark, settings, registry)
+    for variable in ("failures", "pending", "idle_timer"):
+        assert "quiet_user" not in state_keys(spark, settings, "gold_fraud_alerts", variable), variable
+    assert "quiet_user" not in timer_keys(spark, settings, "gold_fraud_alerts")
+    assert "busy_user" in timer_keys(spark, settings, "gold_fraud_alerts")
+    assert alert_rows(settings) == []
+
+
+def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
+    landed = land_logins(settings)
+    run_lineage(spark, settings, registry, LOGIN_JOBS[:2])
+    job_id = "gold_fraud_alerts"
+    batch = 2  # batches 0-3 take a landing file each; batch 1 emits the first alerts (checked below)
+    killed = run_cli(["run", job_id], {**lakehouse_env, **kill_env(job_id, "after_commit", batch)})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    checkpoint = settings.layout.checkpoint(job_id)
+    app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
+    assert delta_store.committed_batch(settings.layout.table("gold/alerts"), app_id) == batch
+    assert checkpoints.latest_committed_batch(checkpoint) == batch - 1
+    alerts_before_restart = len(alert_rows(settings))
+    assert alerts_before_restart, "the killed run wrote no alerts: choose a later batch"
+
+    restarted = run_cli(["run", job_id], lakehouse_env)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
