@@ -5,7 +5,8 @@ from __future__ import annotations
 import operator
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -115,24 +116,41 @@ def with_watermark(stream: DataFrame, source: SourceSpec) -> DataFrame:
     return stream.withWatermark(source.event_time, f"{source.watermark_seconds} seconds")
 
 
+def sql_expression(stream: DataFrame, job: JobSpec, field: str, sql: str, ctype: str) -> Column:
+    """A registry SQL expression over the stream's columns, cast to its declared type; a ValueError naming the job
+    and field when Spark cannot resolve it."""
+    column = F.expr(sql).cast(spark_type(ctype))
+    try:
+        stream.select(column)  # analysed now: the error names the field, not a failing query later
+    except AnalysisException as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise ValueError(f"job {job.id!r}: {field}: {sql!r} is not an expression over the source's columns "
+                         f"({', '.join(stream.columns)}): {reason}") from None
+    return column
+
+
 def _aggregate(stream: DataFrame, job: JobSpec, window, prefix: str) -> DataFrame:
-    """Group the watermarked stream by `window` (a time or session window column) and the keys."""
+    """Group the watermarked stream by `window` (a time or session window column) and the keys (columns or SQL
+    expressions); aggregate columns, SQL expressions or rows (count without a column)."""
     spec = job.transform
-    aggregations = [
-        getattr(F, agg.fn)(F.lit(1) if agg.fn == "count" else F.col(agg.column)).alias(agg.name)
-        for agg in spec.aggregations
-    ]
-    keys = list(spec.keys)
+    inputs = {agg.name: (F.lit(1) if agg.column is None and agg.expr is None else
+                         F.col(agg.column) if agg.expr is None else
+                         sql_expression(stream, job, f"transform.aggregations.{agg.name}.expr", *agg.expr))
+              for agg in spec.aggregations}
+    aggregations = [getattr(F, agg.fn)(inputs[agg.name]).alias(agg.name) for agg in spec.aggregations]
+    keys = [sql_expression(stream, job, f"transform.keys.{k}", *spec.key_expressions[k]).alias(k)
+            if k in spec.key_expressions else F.col(k) for k in spec.keys]
     grouped = with_watermark(stream, job.source).groupBy(window.alias("w"), *keys).agg(*aggregations)
     return grouped.select(
-        F.col("w.start").alias(f"{prefix}_start"), F.col("w.end").alias(f"{prefix}_end"), *keys,
+        F.col("w.start").alias(f"{prefix}_start"), F.col("w.end").alias(f"{prefix}_end"), *spec.keys,
         *(agg.name for agg in spec.aggregations),
     )
 
 
 def window_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
     spec: WindowAggregate = job.transform
-    window = F.window(job.source.event_time, f"{spec.window_seconds} seconds", f"{spec.slide_seconds} seconds")
+    window = F.window(job.source.event_time, f"{spec.window_seconds} seconds", f"{spec.slide_seconds} seconds",
+                      f"{spec.offset_seconds} seconds")
     return _aggregate(stream, job, window, "window")
 
 
@@ -147,8 +165,8 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     """Stream-stream join of the source (left) with `right`, bounded in event time.
 
     Both sides are watermarked; a right row joins a left row when the keys are equal and its event
-    time lies in [left time, left time + within]. A left outer join emits an unmatched left row
-    (right columns null) once the watermark shows no right row can join it any more.
+    time lies in [left time - before, left time + within]. An outer join emits an unmatched row of its
+    outer side(s) (the other side's columns null) once the watermark shows no row can join it any more.
     """
     spec: StreamJoin = job.transform
     if spec.where:
@@ -156,16 +174,18 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     right = source_stream(spark, settings, spec.right, starting, available_now)
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
-    condition += [rt >= lt, rt <= lt + F.expr(f"INTERVAL {spec.within_seconds} SECONDS")]
+    condition += [rt >= lt - F.expr(f"INTERVAL {spec.before_seconds} SECONDS"),
+                  rt <= lt + F.expr(f"INTERVAL {spec.within_seconds} SECONDS")]
     joined = with_watermark(left, job.source).alias("l").join(
         with_watermark(right, spec.right).alias("r"),
         on=reduce(operator.and_, condition),
-        how="leftouter" if spec.how == "left_outer" else "inner",
+        how=spec.how.replace("_", ""),  # inner, leftouter, rightouter, fullouter
     )
     columns = [F.col(f"{c.side[0]}.{c.column}").alias(c.name) for c in spec.columns]
-    if spec.matched_column:
-        first_right_key = spec.join_keys[0][1]
-        columns.append(F.col(f"r.{first_right_key}").isNotNull().alias(spec.matched_column))
+    if spec.matched_column:  # a row of each side joined (an outer join's unmatched rows have one side null)
+        left_key, right_key = spec.join_keys[0]
+        columns.append((F.col(f"l.{left_key}").isNotNull() & F.col(f"r.{right_key}").isNotNull())
+                       .alias(spec.matched_column))
     return joined.select(*columns)
 
 

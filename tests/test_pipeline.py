@@ -131,3 +131,60 @@ def test_registry_shuffle_partitions_cannot_silently_change_a_checkpoint(spark, 
     run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW, shuffle_partitions=3)
     with pytest.raises(CheckpointConflict, match="has its state in 3 shuffle partitions; 5 cannot take effect"):
         run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW, shuffle_partitions=5)
+
+
+def test_yaml_window_offset_expression_keys_and_non_null_counts(spark, settings):
+    """A window offset (hourly windows from :15), a SQL expression key, a SQL expression input and a count of a
+    column's non-null values, by YAML alone, on a handful of events whose result is worked out below."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from include.settings import load_settings
+
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["jobs"]["gold_kind_hourly"] = {
+        "source": {"table": "silver/clickstream", "watermark": "10 minutes"},
+        "transform": {"kind": "window_aggregate", "window": "1 hour", "offset": "15 minutes",
+                      "keys": [{"name": "kind", "expr": "upper(event_type)", "type": "string"}],
+                      "aggregations": {"events": {"fn": "count"}, "valued": {"fn": "count", "column": "value"},
+                                       "cents": {"fn": "sum", "expr": "value * 100", "type": "double"}}},
+        "sink": {"table": "gold/kind_hourly", "mode": "append"},
+    }
+    registry = build_registry(raw)
+    assert registry.job("gold_kind_hourly").output_schema == {
+        "window_start": "timestamp", "window_end": "timestamp", "kind": "string", "events": "long",
+        "valued": "long", "cents": "double"}
+    start = datetime(2026, 2, 1, tzinfo=UTC)
+    events = [(10, "click", 1.5), (20, "click", None), (50, "view", 2.0), (74, "click", None), (76, "click", 0.25),
+              (180, "view", 1.0)]  # minutes after start; the last one moves the watermark past every other window
+    landing = settings.layout.landing("landing/clickstream")
+    landing.mkdir(parents=True)
+    (landing / "events.jsonl").write_text("".join(json.dumps(
+        {"event_id": f"e{i}", "user_id": "u", "event_type": kind, "event_time": (start + timedelta(minutes=m)).isoformat(),
+         **({"value": value} if value is not None else {})}) + "\n" for i, (m, kind, value) in enumerate(events)))
+    for job_id in ("bronze_clickstream", "silver_clickstream", "gold_kind_hourly"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+
+    rows = delta_store.read_table(settings.layout.table("gold/kind_hourly")).to_pylist()
+    got = {(r["window_start"].astimezone(UTC) - start, r["kind"]): (r["events"], r["valued"], r["cents"]) for r in rows}
+    minutes = timedelta(minutes=1)
+    assert got == {  # windows [h:15, h+1:15); the watermark (03:00 - 10 minutes) has closed the first three
+        (-45 * minutes, "CLICK"): (1, 1, 150.0),  # 00:10
+        (15 * minutes, "CLICK"): (2, 0, None),  # 00:20 and 01:14, neither with a value: 0 non-null, sum null
+        (15 * minutes, "VIEW"): (1, 1, 200.0),  # 00:50
+        (75 * minutes, "CLICK"): (1, 1, 25.0),  # 01:16
+    }
+
+
+def test_a_key_expression_spark_cannot_resolve_names_the_job_and_field(spark, settings):
+    from include.settings import load_settings
+
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["jobs"]["gold_user_activity_5m"]["transform"]["keys"] = [{"name": "who", "expr": "lower(usr)", "type": "string"}]
+    registry = build_registry(raw)
+    generate(settings, events=100, seed=3, files=1)
+    for job_id in ("bronze_clickstream", "silver_clickstream"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    with pytest.raises(ValueError, match=r"job 'gold_user_activity_5m': transform.keys.who: 'lower\(usr\)' is not an "
+                                         r"expression over the source's columns \(event_id, user_id"):
+        run_job(spark, settings, registry, "gold_user_activity_5m", AVAILABLE_NOW)

@@ -94,6 +94,64 @@ def test_stateful_process_mistakes_name_job_and_field(raw):
         problems_of(raw)
 
 
+def test_a_table_source_inherits_the_event_time_of_its_writer(registry, raw):
+    from include.registry import build_registry
+
+    del raw["jobs"]["silver_payments"]["source"]["event_time"]  # bronze/payments carries payment_time on
+    del raw["jobs"]["gold_order_payments"]["transform"]["right"]["event_time"]
+    raw["jobs"]["paid_orders"] = {  # a join's table carries its left event time under its output name
+        "source": {"table": "gold/order_payments", "watermark": "10 minutes"},
+        "transform": {"kind": "deduplicate", "keys": ["order_id"]}, "sink": {"table": "gold/paid_orders"}}
+    inherited = build_registry(raw)
+    assert inherited.job("silver_payments") == registry.job("silver_payments")
+    assert inherited.job("gold_order_payments") == registry.job("gold_order_payments")
+    assert inherited.job("paid_orders").source.event_time == "order_time"
+
+
+def test_a_source_without_an_event_time_names_the_field_not_the_watermark(raw):
+    raw["jobs"]["window_dedup"] = {
+        "source": {"table": "gold/user_activity_5m", "watermark": "10 minutes"},
+        "transform": {"kind": "deduplicate", "keys": ["user_id"]}, "sink": {"table": "gold/window_dedup"}}
+    assert problems_of(raw) == [
+        "job 'window_dedup': source.event_time: the deduplicate transform needs an event-time column, and "
+        "'gold/user_activity_5m' inherits none from its writer: name one of its timestamp columns "
+        "(window_start, window_end)"]
+    raw["jobs"]["window_dedup"]["source"]["event_time"] = "window_end"
+    from include.registry import build_registry
+
+    assert build_registry(raw).job("window_dedup").source.event_time == "window_end"
+
+
+def test_count_with_a_column_must_name_a_column_of_the_source(raw):
+    aggregations = raw["jobs"]["gold_user_activity_5m"]["transform"]["aggregations"]
+    aggregations["valued_events"] = {"fn": "count", "column": "valeu"}
+    assert problems_of(raw) == [
+        "job 'gold_user_activity_5m': transform.aggregations.valued_events.column: unknown column 'valeu'"]
+
+
+def test_expression_keys_and_inputs(raw):
+    from include.registry import build_registry
+
+    transform = raw["jobs"]["gold_user_activity_5m"]["transform"]
+    transform["keys"] = ["user_id", {"name": "day", "expr": "to_date(event_time)", "type": "date"}]
+    transform["aggregations"]["cents"] = {"fn": "sum", "expr": "value * 100"}
+    job = build_registry(raw).job("gold_user_activity_5m")
+    assert job.transform.keys == ("user_id", "day")
+    assert job.transform.key_expressions == {"day": ("to_date(event_time)", "date")}
+    assert job.output_schema["day"] == "date" and job.output_schema["cents"] == "double"
+    transform["keys"] = [{"name": "Day", "expr": "1"}, {"name": "hour", "expr": "hour(event_time)", "type": "integer"}]
+    transform["aggregations"]["cents"] = {"fn": "sum", "expr": "value * 100", "column": "value"}
+    raw["jobs"]["silver_clickstream"]["transform"]["keys"] = [{"name": "id", "expr": "lower(event_id)"}]
+    found = problems_of(raw)
+    assert "job 'silver_clickstream': transform.keys: deduplicate keys are columns, not expressions " \
+           "({'name': 'id', 'expr': 'lower(event_id)'})" in found
+    assert "job 'gold_user_activity_5m': transform.keys.Day.name: 'Day' must be a column name (lowercase, digits, " \
+           "underscores)" in found
+    assert any(p.startswith("job 'gold_user_activity_5m': transform.keys.hour.type: unknown type 'integer'") for p in found)
+    assert any(p.startswith("job 'gold_user_activity_5m': transform.aggregations.cents: give a column or an expr")
+               for p in found)
+
+
 def test_two_jobs_writing_one_table(raw):
     raw["jobs"]["gold_user_activity_1h"]["sink"]["table"] = "gold/user_activity_5m"
     found = problems_of(raw)
@@ -154,7 +212,7 @@ def test_durations_and_triggers():
 def test_join_mistakes_name_job_and_field(raw):
     join = raw["jobs"]["gold_order_payments"]["transform"]
     join["join_keys"] = {"event_id": "order_ref"}
-    join["how"] = "full_outer"
+    join["how"] = "outer"
     join["within"] = "half an hour"
     join["columns"]["amount"] = "middle.amount"
     del join["columns"]["payment_time"]
@@ -162,12 +220,33 @@ def test_join_mistakes_name_job_and_field(raw):
     found = problems_of(raw)
     where = "job 'gold_order_payments'"
     assert f"{where}: transform.join_keys: unknown right column 'order_ref'" in found
-    assert f"{where}: transform.how: unknown join type 'full_outer' (known: inner, left_outer)" in found
+    assert f"{where}: transform.how: unknown join type 'outer' (known: inner, left_outer, right_outer, full_outer)" \
+        in found
     assert any(p.startswith(f"{where}: transform.within: bad duration 'half an hour'") for p in found)
     assert any(p.startswith(f"{where}: transform.columns.amount: 'middle.amount' is not") for p in found)
     assert any(p.startswith(f"{where}: transform.columns: must keep the right event time ('right.payment_time')")
                for p in found)
     assert f"{where}: transform.right.watermark: the stream_join transform needs an event-time watermark" in found
+
+
+def test_join_bounds_and_window_offsets(raw):
+    from include.registry import build_registry
+
+    join = raw["jobs"]["gold_order_payments"]["transform"]
+    join["within"] = {"before": "5 minutes", "after": "30 minutes"}
+    raw["jobs"]["gold_user_activity_5m"]["transform"]["offset"] = "2 minutes"
+    registry = build_registry(raw)
+    assert (registry.job("gold_order_payments").transform.before_seconds,
+            registry.job("gold_order_payments").transform.within_seconds) == (300, 1800)
+    assert registry.job("gold_user_activity_5m").transform.offset_seconds == 120
+    join["within"] = {"before": "5 minutes", "until": "30 minutes"}
+    raw["jobs"]["gold_user_activity_5m"]["transform"]["offset"] = "5 minutes"
+    raw["jobs"]["gold_user_activity_1h"]["transform"]["offset"] = "1 minute"  # less than its 5-minute slide: fine
+    found = problems_of(raw)
+    assert found == [
+        "job 'gold_user_activity_5m': transform.offset: must be at least 0 and less than the slide (300 s), got "
+        "'5 minutes'",
+        "job 'gold_order_payments': transform.within: unknown fields ['until'] (a duration, or {before, after})"]
 
 
 def test_join_right_table_must_be_written_and_session_gap_valid(raw):

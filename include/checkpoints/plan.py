@@ -18,7 +18,7 @@ The plan's mode is the most demanding one among the changes.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 def fingerprint(job: JobSpec, registry: Registry) -> dict[str, Any]:
     """The parts of `job`'s definition its checkpoint (offsets and state) depends on."""
-    transform = {k: v for k, v in asdict(job.transform).items() if k != "right"}
+    transform = {k: v for k, v in _compact(job.transform).items() if k != "right"}
     if isinstance(job.transform, StreamJoin):
         transform["right"] = job.transform.right.name
     sources = []
@@ -63,6 +63,24 @@ def fingerprint(job: JobSpec, registry: Registry) -> dict[str, Any]:
         # the state is partitioned by it; a stateless job has no state to move
         "shuffle_partitions": job.state_store.shuffle_partitions if job.stateful else None,
     }
+
+
+def _compact(value: Any) -> Any:
+    """A spec as plain data, without the fields at their default: a field added later leaves the fingerprints of
+    checkpoints made before it unchanged."""
+    if is_dataclass(value):
+        return {f.name: _compact(getattr(value, f.name)) for f in fields(value) if not _at_default(f, getattr(value, f.name))}
+    if isinstance(value, list | tuple):
+        return [_compact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items()}
+    return value
+
+
+def _at_default(spec_field: Field, value: Any) -> bool:
+    if spec_field.default is not MISSING:
+        return value == spec_field.default
+    return spec_field.default_factory is not MISSING and value == spec_field.default_factory()
 
 
 def fingerprint_path(checkpoint: Path) -> Path:

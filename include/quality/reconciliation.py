@@ -164,7 +164,8 @@ def reconcile_windows(gold: pa.Table, spec: WindowedTable, source: SourceEvents,
     window, slide, delay = spec.window_seconds * MICROS, spec.slide_seconds * MICROS, spec.watermark_seconds * MICROS
     count = spec.counts[0]
     # source side: every (event, window) pair, and whether the gold job may have dropped it as late
-    base = source.times - source.times % slide
+    offset = spec.offset_seconds * MICROS
+    base = source.times - (source.times - offset) % slide
     starts = np.concatenate([base - j * slide for j in range(spec.windows_per_event)])
     late_ok = np.concatenate([base - j * slide + window <= source.prefix_max - delay
                               for j in range(spec.windows_per_event)])

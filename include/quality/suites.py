@@ -157,7 +157,7 @@ class AggregateTable(TableSpec):
     """A table of event-time aggregates: one row per (start, end, keys) with count/sum columns."""
 
     keys: tuple[str, ...]
-    counts: tuple[str, ...]  # count aggregations
+    counts: tuple[str, ...]  # count aggregations of rows (a count of a column's non-null values may be 0)
     sums: tuple[str, ...]  # sum aggregations
 
     start: ClassVar[str]  # the bound columns
@@ -168,6 +168,11 @@ class AggregateTable(TableSpec):
     def source_keys(self) -> tuple[str, ...]:
         """The key columns reconciliation reads from the source events."""
         return ()
+
+    @property
+    def reconciled(self) -> bool:
+        """The table is reconciled with its source: it counts rows (and a session's keys are source columns)."""
+        return bool(self.counts)
 
     @property
     def unreconciled_metric(self) -> str:
@@ -203,7 +208,7 @@ class AggregateTable(TableSpec):
                          {"column": column, "min_value": 0, "max_value": 1e12}, f"{column} is between 0 and 1e12")
                    for column in self.sums]
         checks += self._uniqueness_and_freshness(self._freshness_description(), overrides)
-        if self.counts:
+        if self.reconciled:
             checks.append(check(
                 "reconciliation", "ExpectColumnMaxToBeBetween", {"column": self.unreconciled_metric, "max_value": 0},
                 self._reconciliation_description()))
@@ -222,6 +227,7 @@ class WindowedTable(AggregateTable):
 
     window_seconds: int
     slide_seconds: int
+    offset_seconds: int = 0  # windows start at epoch + offset + k * slide
 
     start: ClassVar[str] = "window_start"
     end: ClassVar[str] = "window_end"
@@ -233,7 +239,8 @@ class WindowedTable(AggregateTable):
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
         start, end = ops.seconds(self.start), ops.seconds(self.end)
-        return {"_window_seconds": end - start, "_start_offset_seconds": ops.mod(start, self.slide_seconds),
+        return {"_window_seconds": end - start,
+                "_start_offset_seconds": ops.mod(start - self.offset_seconds, self.slide_seconds),
                 **super().derived(ops, now_epoch)}
 
     def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
@@ -243,7 +250,8 @@ class WindowedTable(AggregateTable):
                         f"window_end - window_start is {self.window_seconds} s", overrides),
             self._check("window_aligned", "ExpectColumnValuesToBeInSet",
                         {"column": "_start_offset_seconds", "value_set": [0]},
-                        f"window_start is a multiple of {self.slide_seconds} s since the epoch", overrides),
+                        f"window_start is a multiple of {self.slide_seconds} s since the epoch"
+                        + (f" + {self.offset_seconds} s" if self.offset_seconds else ""), overrides),
         ]
 
     def _reconciliation_description(self) -> str:
@@ -256,6 +264,7 @@ class SessionTable(AggregateTable):
     """A session_aggregate sink: a session ends `gap` after its last event."""
 
     gap_seconds: int
+    expression_keys: bool = False  # keys computed by SQL expressions: the source has no such columns
 
     start: ClassVar[str] = "session_start"
     end: ClassVar[str] = "session_end"
@@ -263,7 +272,11 @@ class SessionTable(AggregateTable):
 
     @property
     def source_keys(self) -> tuple[str, ...]:
-        return self.keys
+        return () if self.expression_keys else self.keys
+
+    @property
+    def reconciled(self) -> bool:  # sessionizing the source needs its key columns
+        return bool(self.counts) and not self.expression_keys
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
         return {"_session_seconds": ops.exact_seconds(self.end) - ops.exact_seconds(self.start),
@@ -295,6 +308,16 @@ class JoinTable(TableSpec):
     right_columns: tuple[str, ...]  # every output column taken from the right side
     within_seconds: int
     where: str | None  # the SQL filter on the left source
+    before_seconds: int = 0  # the right time may precede the left time by this much
+    how: str = "left_outer"
+    left_columns: tuple[str, ...] = ()  # every output column taken from the left side
+
+    @property
+    def unmatched_check(self) -> tuple[str, str]:
+        """The check of the unmatched rows' missing side, and its derived column."""
+        if self.how in ("right_outer", "full_outer"):
+            return "unmatched_one_sided", "_missing_side_values_when_unmatched"
+        return "unmatched_without_right", "_right_values_when_unmatched"
 
     @property
     def unique_key(self) -> tuple[str, ...]:
@@ -307,7 +330,7 @@ class JoinTable(TableSpec):
     @property
     def row_columns(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([self.left_time, self.left_key, *([self.matched] if self.matched else []),
-                                    *self.right_columns]))
+                                    *self.right_columns, *self.left_columns]))
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
         columns = {"_seconds_in_future": ops.seconds(self.left_time) - now_epoch}
@@ -316,8 +339,12 @@ class JoinTable(TableSpec):
             # matched rows: right time - left time, -1 (out of bounds) when one is missing; unmatched: null
             columns["_right_offset_seconds"] = ops.where(ops.is_value(self.matched, True),
                                                          ops.fill_null(offset, -1), None)
-            columns["_right_values_when_unmatched"] = ops.where(ops.is_value(self.matched, False),
-                                                                ops.non_null_count(self.right_columns), 0)
+            # unmatched rows: values of the side that must be missing (full outer: 0 when either side is)
+            missing = {"right_outer": ops.non_null_count(self.left_columns),
+                       "full_outer": ops.non_null_count(self.left_columns) * ops.non_null_count(self.right_columns)}
+            columns[self.unmatched_check[1]] = ops.where(ops.is_value(self.matched, False),
+                                                         missing.get(self.how, ops.non_null_count(self.right_columns)),
+                                                         0)
         return columns
 
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
@@ -328,17 +355,26 @@ class JoinTable(TableSpec):
         if self.matched:
             checks += [
                 check("join_bound", "ExpectColumnValuesToBeBetween",
-                      {"column": "_right_offset_seconds", "min_value": 0, "max_value": self.within_seconds},
-                      f"{self.matched} rows: {self.right_time} - {self.left_time} is between 0 and "
+                      {"column": "_right_offset_seconds", "min_value": -self.before_seconds,
+                       "max_value": self.within_seconds},
+                      f"{self.matched} rows: {self.right_time} - {self.left_time} is between {-self.before_seconds} and "
                       f"{self.within_seconds} s (-1: a time is missing; rows not {self.matched} are not counted)"),
-                check("unmatched_without_right", "ExpectColumnValuesToBeInSet",
-                      {"column": "_right_values_when_unmatched", "value_set": [0]},
-                      f"rows not {self.matched} have no right-side value ({', '.join(self.right_columns)} null)"),
+                check(*self.unmatched_check[:1], "ExpectColumnValuesToBeInSet",
+                      {"column": self.unmatched_check[1], "value_set": [0]}, self._unmatched_description()),
             ]
-        not_null = tuple(c for c in (self.left_key, self.matched) if c)
+        outer_keys = {"inner": self.left_key, "left_outer": self.left_key, "right_outer": self.right_key}
+        not_null = tuple(c for c in (outer_keys.get(self.how), self.matched) if c)
         checks += self._time_and_key_checks(self.left_time, not_null, overrides)
         where = f" where {self.where}" if self.where else ""
         return checks + self._uniqueness_and_freshness(f"latest {self.left_time}", overrides, where)
+
+    def _unmatched_description(self) -> str:
+        left, right = ", ".join(self.left_columns), ", ".join(self.right_columns)
+        if self.how == "right_outer":
+            return f"rows not {self.matched} have no left-side value ({left} null)"
+        if self.how == "full_outer":
+            return f"rows not {self.matched} have one side without values ({left} null, or {right} null)"
+        return f"rows not {self.matched} have no right-side value ({right} null)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -394,7 +430,7 @@ def _common(job: JobSpec, default_lag: int) -> dict[str, Any]:
 def _aggregations(job: JobSpec) -> dict[str, Any]:
     aggregations = job.transform.aggregations
     return {"keys": job.transform.keys,
-            "counts": tuple(a.name for a in aggregations if a.fn == "count"),
+            "counts": tuple(a.name for a in aggregations if a.fn == "count" and a.column is None and a.expr is None),
             "sums": tuple(a.name for a in aggregations if a.fn == "sum")}
 
 
@@ -402,7 +438,8 @@ def windowed_table(job: JobSpec, registry: Registry | None = None) -> WindowedTa
     """The spec and checks of a window_aggregate job's sink table (default lag: watermark + slide)."""
     window: WindowAggregate = job.transform
     spec = WindowedTable(**_common(job, job.source.watermark_seconds + window.slide_seconds), **_aggregations(job),
-                         window_seconds=window.window_seconds, slide_seconds=window.slide_seconds)
+                         window_seconds=window.window_seconds, slide_seconds=window.slide_seconds,
+                         offset_seconds=window.offset_seconds)
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 
@@ -410,7 +447,8 @@ def windowed_table(job: JobSpec, registry: Registry | None = None) -> WindowedTa
 def session_table(job: JobSpec, registry: Registry | None = None) -> SessionTable:
     """The spec and checks of a session_aggregate job's sink table (default lag: watermark + gap)."""
     gap = job.transform.gap_seconds
-    spec = SessionTable(**_common(job, job.source.watermark_seconds + gap), **_aggregations(job), gap_seconds=gap)
+    spec = SessionTable(**_common(job, job.source.watermark_seconds + gap), **_aggregations(job), gap_seconds=gap,
+                        expression_keys=bool(job.transform.key_expressions))
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 
@@ -434,7 +472,8 @@ def join_table(job: JobSpec, registry: Registry) -> JoinTable:
                      left_time=output["left"][job.source.event_time], right_time=output["right"][right.event_time],
                      left_key=left_key, right_key=key("right", right.name, [b for _, b in join.join_keys]),
                      matched=join.matched_column, right_columns=tuple(output["right"].values()),
-                     within_seconds=join.within_seconds, where=join.where)
+                     within_seconds=join.within_seconds, where=join.where, before_seconds=join.before_seconds,
+                     how=join.how, left_columns=tuple(output["left"].values()))
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 

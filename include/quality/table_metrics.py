@@ -102,7 +102,7 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
 
 def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMetrics:
     """The metrics row and observed details of the table checks of `spec`'s table at `version`."""
-    counts = spec.counts[:1] if isinstance(spec, AggregateTable) else ()
+    counts = spec.counts[:1] if isinstance(spec, AggregateTable) and spec.reconciled else ()
     columns = list(dict.fromkeys([*spec.unique_key, spec.freshness_column, *counts]))
     gold = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns)
     distinct = gold.group_by(list(spec.unique_key)).aggregate([]).num_rows if gold.num_rows else 0
@@ -118,7 +118,8 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
         span = source_span(settings, spec)
         if isinstance(spec, AlertTable):
             watermark, watermark_source = gold_watermark(settings, spec, span.latest)
-    sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) else None
+    # sessionizing the source per key needs the key columns (not SQL expressions over them)
+    sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) and spec.source_keys else None
 
     ends = _micros(gold[spec.freshness_column]).drop_null()
     if spec.mode == "update":  # rows past the watermark may still change

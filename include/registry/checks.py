@@ -37,6 +37,8 @@ CHECKS: dict[str, CheckInfo] = {
     "join_bound": CheckInfo(BLOCKING, "rows", "matched rows have a right event time within "
                                               "[left event time, left event time + within]"),
     "unmatched_without_right": CheckInfo(BLOCKING, "rows", "unmatched rows have every right-side column null"),
+    "unmatched_one_sided": CheckInfo(BLOCKING, "rows", "right or full outer joins: unmatched rows have every "
+                                                       "column of one side null (right outer: the left side)"),
     "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key); alerts: per (alert_type, "
                                                 "entity, alert_time)"),
     # alerts (stateful_process with an alert processor)

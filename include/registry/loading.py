@@ -48,7 +48,8 @@ TRANSFORM_KINDS = tuple(k.kind for k in (ParseJson, Deduplicate, WindowAggregate
                                              StatefulProcess))
 QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
                  StatefulProcess.kind)  # (alert processors)
-JOIN_TYPES = ("inner", "left_outer")
+EXPRESSION_KEY_KINDS = (WindowAggregate.kind, SessionAggregate.kind)  # kinds whose keys may be SQL expressions
+JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
 STATE_PROVIDERS = ("rocksdb", "hdfs")
@@ -116,9 +117,10 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     writer_sinks = {t: raw_jobs[j]["sink"] for t, j in writers.items() if declared_tables(raw_jobs[j])[0] == t}
     jobs: dict[str, JobSpec] = {}
     table_schemas: dict[str, dict[str, str]] = {}
+    event_times: dict[str, str] = {}  # table -> the event-time column it inherits from its writer
     for job_id in order:
         spec, output_schema = _validate_job(
-            job_id, raw_jobs[job_id], defaults, sources, table_schemas, writers, writer_sinks, problems
+            job_id, raw_jobs[job_id], defaults, sources, table_schemas, writers, writer_sinks, problems, event_times
         )
         if spec is not None:
             jobs[job_id] = spec
@@ -128,6 +130,8 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
             table_schemas[table[0]] = output_schema
         if spec is not None and spec.sink.quarantine_table:
             table_schemas[spec.sink.quarantine_table] = dict(QUARANTINE_SCHEMA)
+        if spec is not None and _output_event_time(spec):
+            event_times[spec.sink.table] = _output_event_time(spec)
     if problems:
         raise RegistryError(problems, path)
     return Registry(jobs=jobs, order=tuple(order), table_schemas=table_schemas)
@@ -197,6 +201,7 @@ def _validate_job(
     writers: dict[str, str],
     writer_sinks: dict[str, dict],
     problems: list[str],
+    event_times: dict[str, str],
 ) -> tuple[JobSpec | None, dict[str, str] | None]:
     """The job's spec (None when invalid) and its output schema (None when unknowable)."""
     where = f"job {job_id!r}"
@@ -214,14 +219,15 @@ def _validate_job(
     before = len(problems)
     backfill_defaults = defaults.get("backfill") if isinstance(defaults.get("backfill"), dict) else None
     source = _validate_source(where, job.get("source"), sources, table_schemas, writers, writer_sinks, problems,
-                              defaults_backfill=backfill_defaults)
+                              defaults_backfill=backfill_defaults, event_times=event_times)
     transform = job.get("transform") if isinstance(job.get("transform"), dict) else None
     if transform is None:
         problems.append(f"{where}: transform: must be a mapping with a 'kind'")
     right = None
     if transform is not None and transform.get("kind") == "stream_join":
         right = _validate_source(where, transform.get("right"), sources, table_schemas, writers, writer_sinks,
-                                 problems, field="transform.right", defaults_backfill=backfill_defaults)
+                                 problems, field="transform.right", defaults_backfill=backfill_defaults,
+                                 event_times=event_times)
         if right is None:
             return None, None
     if source is None or transform is None:
@@ -273,13 +279,15 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
         return StreamJoin(
             right=right,
             join_keys=tuple((str(a), str(b)) for a, b in raw["join_keys"].items()),
-            within_seconds=parse_duration(raw["within"]),
+            within_seconds=_join_bounds(raw["within"])[1],
+            before_seconds=_join_bounds(raw["within"])[0],
             how=raw.get("how", "inner"),
             where=raw.get("where"),
             matched_column=raw.get("matched_column"),
             columns=columns,
         )
-    keys = tuple(str(k) for k in raw["keys"])
+    keys = tuple(str(k["name"]) if isinstance(k, dict) else str(k) for k in raw["keys"])
+    expressions = {str(k["name"]): (str(k["expr"]), k.get("type", "string")) for k in raw["keys"] if isinstance(k, dict)}
     if kind == StatefulProcess.kind:
         info = PROCESSORS[raw["processor"]]
         given = raw.get("params") or {}
@@ -288,18 +296,30 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
     if kind == Deduplicate.kind:
         return Deduplicate(keys)
     aggregations = tuple(
-        Aggregation(str(name), agg["fn"], None if agg["fn"] == "count" else agg["column"])
+        Aggregation(str(name), agg["fn"], agg.get("column"),
+                    (str(agg["expr"]), agg.get("type", "double")) if agg.get("expr") is not None else None)
         for name, agg in raw["aggregations"].items()
     )
     if kind == SessionAggregate.kind:
-        return SessionAggregate(parse_duration(raw["gap"]), keys, aggregations)
+        return SessionAggregate(parse_duration(raw["gap"]), keys, aggregations, expressions)
     window = parse_duration(raw["window"])
     slide = parse_duration(raw["slide"]) if raw.get("slide") is not None else window
-    return WindowAggregate(window, slide, keys, aggregations)
+    offset = parse_duration(raw["offset"]) if raw.get("offset") is not None else 0
+    return WindowAggregate(window, slide, keys, aggregations, offset, expressions)
+
+
+def _output_event_time(job: JobSpec) -> str | None:
+    """The event-time column the job's sink table carries on (inherited by the jobs reading it): the source's,
+    under its output name (a join's left event time), when the output keeps it."""
+    column = job.source.event_time
+    if isinstance(job.transform, StreamJoin):
+        column = job.transform.output_of("left").get(column)
+    return column if column and job.output_schema.get(column) == "timestamp" else None
 
 
 def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, problems,
-                     field="source", defaults_backfill: dict | None = None) -> SourceSpec | None:
+                     field="source", defaults_backfill: dict | None = None,
+                     event_times: dict[str, str] | None = None) -> SourceSpec | None:
     if not isinstance(raw, dict):
         problems.append(f"{where}: {field}: must be a mapping with 'landing' or 'table'")
         return None
@@ -345,7 +365,8 @@ def _validate_source(where, raw, sources, table_schemas, writers, writer_sinks, 
             return None  # its writer is invalid or part of a cycle; already reported
         kind, path, fmt, schema, required = "delta", name, None, dict(table_schemas[name]), ()
         max_line_bytes = None
-        event_time = raw.get("event_time") or ("event_time" if schema.get("event_time") == "timestamp" else None)
+        event_time = (raw.get("event_time") or (event_times or {}).get(name)
+                      or ("event_time" if schema.get("event_time") == "timestamp" else None))
         _check_change_feed(f"{where}: {field}", name, writers.get(name), writer_sinks.get(name) or {}, change_feed,
                            problems)
         if change_feed:
@@ -402,17 +423,29 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
             problems.append(f"{where}: transform.kind: parse_json needs a landing source")
         return {**schema, **BRONZE_EXTRA_COLUMNS}
     for field_name, side in (("source", source), ("transform.right", right)):
-        if side is not None and (side.watermark_seconds is None or side.event_time is None):
+        if side is not None and side.watermark_seconds is None:
             problems.append(f"{where}: {field_name}.watermark: the {kind} transform needs an event-time watermark")
+        elif side is not None and side.event_time is None:
+            timestamps = [c for c, t in side.schema.items() if t == "timestamp"]
+            problems.append(f"{where}: {field_name}.event_time: the {kind} transform needs an event-time column, and "
+                            f"{side.name!r} inherits none from its writer: name one of its timestamp columns "
+                            f"({', '.join(timestamps) or 'it has none'})")
     if kind == "stream_join":
         return _join_schema(where, transform, source, right, problems)
     keys = transform.get("keys")
     if not isinstance(keys, list) or not keys:
         problems.append(f"{where}: transform.keys: must be a non-empty list of columns")
         keys = []
+    key_types: dict[str, str] = {}
     for key in keys:
-        if key not in schema:
+        if isinstance(key, dict) and kind in EXPRESSION_KEY_KINDS:
+            key_types.update(_expression_key(where, key, problems))
+        elif isinstance(key, dict):
+            problems.append(f"{where}: transform.keys: {kind} keys are columns, not expressions ({key!r})")
+        elif key not in schema:
             problems.append(f"{where}: transform.keys: unknown column {key!r}")
+        else:
+            key_types[key] = schema[key]
     if kind == "deduplicate":
         return dict(schema)
     if kind == "stateful_process":
@@ -422,8 +455,26 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
         output = {"session_start": "timestamp", "session_end": "timestamp"}
     else:
         output = _window_bounds(where, transform, problems)
-    output.update({k: schema.get(k, "string") for k in keys})
+    output.update(key_types)
     return _aggregation_columns(where, transform, schema, output, problems)
+
+
+def _expression_key(where: str, key: dict, problems: list[str]) -> dict[str, str]:
+    """A key given as {name, expr, type}: a SQL expression over the source's columns, cast to `type`."""
+    name, expr, ctype = key.get("name"), key.get("expr"), key.get("type", "string")
+    field_name = f"transform.keys.{name}" if isinstance(name, str) else "transform.keys"
+    if set(key) - {"name", "expr", "type"}:
+        problems.append(f"{where}: {field_name}: unknown fields {sorted(set(key) - {'name', 'expr', 'type'})} "
+                        "(an expression key has name, expr and type)")
+    if not isinstance(name, str) or not _JOB_ID.match(name):
+        problems.append(f"{where}: {field_name}.name: {name!r} must be a column name (lowercase, digits, underscores)")
+        return {}
+    if not isinstance(expr, str) or not expr.strip():
+        problems.append(f"{where}: {field_name}.expr: must be a SQL expression over the source's columns")
+    if ctype not in COLUMN_TYPES:
+        problems.append(f"{where}: {field_name}.type: unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
+        return {}
+    return {name: ctype}
 
 
 def _processor_schema(where: str, transform: dict, schema: dict[str, str], problems: list[str]) -> dict[str, str]:
@@ -476,6 +527,14 @@ def _window_bounds(where: str, transform: dict, problems: list[str]) -> dict[str
         slide = _positive_duration(where, "transform.slide", transform["slide"], problems)
         if window and slide and (slide > window or window % slide):
             problems.append(f"{where}: transform.slide: must divide the window ({transform['slide']!r})")
+    if transform.get("offset") is not None:
+        step = slide if transform.get("slide") is not None else window
+        try:
+            offset = parse_duration(transform["offset"])
+            if step and not 0 <= offset < step:
+                raise ValueError(f"must be at least 0 and less than the slide ({step} s), got {transform['offset']!r}")
+        except ValueError as exc:
+            problems.append(f"{where}: transform.offset: {exc}")
     return {"window_start": "timestamp", "window_end": "timestamp"}
 
 
@@ -489,15 +548,30 @@ def _aggregation_columns(where: str, transform: dict, schema: dict, output: dict
     for name, agg in aggregations.items():
         fn = agg.get("fn") if isinstance(agg, dict) else None
         column = agg.get("column") if isinstance(agg, dict) else None
+        expr = agg.get("expr") if isinstance(agg, dict) else None
         if fn not in AGGREGATE_FUNCTIONS:
             problems.append(f"{where}: transform.aggregations.{name}.fn: unknown function {fn!r}")
             continue
-        if fn != "count" and column not in schema:
+        if isinstance(agg, dict) and set(agg) - {"fn", "column", "expr", "type"}:
+            problems.append(f"{where}: transform.aggregations.{name}: unknown fields "
+                            f"{sorted(set(agg) - {'fn', 'column', 'expr', 'type'})}")
+        if expr is not None:
+            input_type = agg.get("type", "double")
+            if column is not None or not isinstance(expr, str) or not expr.strip():
+                problems.append(f"{where}: transform.aggregations.{name}: give a column or an expr (a SQL "
+                                "expression over the source's columns), not both")
+                continue
+            if input_type not in COLUMN_TYPES:
+                problems.append(f"{where}: transform.aggregations.{name}.type: unknown type {input_type!r}")
+                continue
+        elif (fn != "count" or column is not None) and column not in schema:  # count without a column: rows
             problems.append(f"{where}: transform.aggregations.{name}.column: unknown column {column!r}")
             continue
+        else:
+            input_type = schema.get(column)
         if name in output:
             problems.append(f"{where}: transform.aggregations.{name}: clashes with another output column")
-        output[name] = _aggregate_type(fn, schema.get(column))
+        output[name] = _aggregate_type(fn, input_type)
     return output
 
 
@@ -524,7 +598,10 @@ def _join_schema(where: str, transform: dict, left: SourceSpec, right: SourceSpe
             problems.append(f"{where}: transform.join_keys: unknown left column {left_column!r}")
         if right_column not in right.schema:
             problems.append(f"{where}: transform.join_keys: unknown right column {right_column!r}")
-    _positive_duration(where, "transform.within", transform.get("within"), problems)
+    try:
+        _join_bounds(transform.get("within"))
+    except ValueError as exc:
+        problems.append(f"{where}: transform.within: {exc}")
     columns = transform.get("columns")
     if not isinstance(columns, dict) or not columns:
         problems.append(f"{where}: transform.columns: must map output columns to 'left.<column>' or 'right.<column>'")
@@ -548,6 +625,21 @@ def _join_schema(where: str, transform: dict, left: SourceSpec, right: SourceSpe
         else:
             output[matched] = "boolean"
     return output
+
+
+def _join_bounds(raw: Any) -> tuple[int, int]:
+    """(before, after) seconds of a join's `within`: a duration (the right time in [left, left + within]) or
+    {before, after} (the right time in [left - before, left + after])."""
+    if isinstance(raw, dict):
+        unknown = set(raw) - {"before", "after"}
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)} (a duration, or {{before, after}})")
+        before, after = (parse_duration(raw[k]) if raw.get(k) is not None else 0 for k in ("before", "after"))
+    else:
+        before, after = 0, parse_duration(raw)
+    if before < 0 or after < 0 or before + after <= 0:
+        raise ValueError(f"the bound must be a positive span, got {raw!r}")
+    return before, after
 
 
 def _aggregate_type(fn: str, column_type: str | None) -> str:

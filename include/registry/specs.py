@@ -52,7 +52,8 @@ class SourceSpec:
 class Aggregation:
     name: str  # output column
     fn: str  # count, sum, min, max, avg
-    column: str | None  # input column (None: count rows)
+    column: str | None  # input column; count with a column counts its non-null values (as SQL), without one rows
+    expr: tuple[str, str] | None = None  # or a SQL expression over the source's columns, with its type
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ class WindowAggregate:
     slide_seconds: int
     keys: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
+    offset_seconds: int = 0  # windows start at epoch + offset + k * slide (Spark's window startTime)
+    key_expressions: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (SQL, type)
     kind: ClassVar[str] = "window_aggregate"
 
 
@@ -88,6 +91,7 @@ class SessionAggregate:
     gap_seconds: int
     keys: tuple[str, ...]
     aggregations: tuple[Aggregation, ...]
+    key_expressions: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (SQL, type)
     kind: ClassVar[str] = "session_aggregate"
 
 
@@ -100,15 +104,16 @@ class JoinColumn:
 
 @dataclass(frozen=True)
 class StreamJoin:
-    """Stream-stream join of the job's source (left) with `right`: right time in [left, left + within]."""
+    """Stream-stream join of the job's source (left) with `right`: right time in [left - before, left + within]."""
 
     right: SourceSpec
     join_keys: tuple[tuple[str, str], ...]  # (left column, right column)
     within_seconds: int
-    how: str  # "inner" or "left_outer"
+    how: str  # "inner", "left_outer", "right_outer" or "full_outer"
     where: str | None  # SQL filter on the left side
     matched_column: str | None  # boolean output column: a right row joined
     columns: tuple[JoinColumn, ...]
+    before_seconds: int = 0  # the right time may precede the left time by this much
     kind: ClassVar[str] = "stream_join"
 
     def output_of(self, side: str) -> dict[str, str]:

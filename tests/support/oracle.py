@@ -188,15 +188,15 @@ def expected_alerts(registry: Registry, drops: list[list[Path]], job_id: str = "
 class WindowAggregate(Stage):
     """Counts and sums per (window_start, window_end, key); `table` holds the sink's rows."""
 
-    def __init__(self, delay: int, window: int, slide: int, append: bool, key: str):
+    def __init__(self, delay: int, window: int, slide: int, append: bool, key: str, offset: int = 0):
         super().__init__(delay)
-        self.window, self.slide, self.append, self.key = window, slide, append, key
+        self.window, self.slide, self.append, self.key, self.offset = window, slide, append, key, offset
         self.state: dict[tuple, list] = {}
         self.table: dict[tuple, tuple] = {}
 
     def batch(self, rows, late, evict):
         for r in rows:
-            last_start = r["t"] - r["t"] % self.slide
+            last_start = r["t"] - (r["t"] - self.offset) % self.slide
             for start in range(last_start, r["t"] - self.window, -self.slide):
                 end = start + self.window
                 if end <= late:
@@ -256,7 +256,7 @@ def expected_gold(registry: Registry, drops: list[list[Path]]) -> dict[str, dict
         elif job.transform_kind == "window_aggregate":
             stages[job_id] = WindowAggregate(
                 job.source.watermark_seconds, spec.window_seconds, spec.slide_seconds, job.sink.mode == "append",
-                spec.keys[0],
+                spec.keys[0], spec.offset_seconds,
             )
         elif job.transform_kind == "session_aggregate":
             stages[job_id] = SessionAggregate(job.source.watermark_seconds, spec.gap_seconds, spec.keys[0])
