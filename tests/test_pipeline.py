@@ -174,6 +174,10 @@ def test_yaml_window_offset_expression_keys_and_non_null_counts(spark, settings)
         (15 * minutes, "VIEW"): (1, 1, 200.0),  # 00:50
         (75 * minutes, "CLICK"): (1, 1, 25.0),  # 01:16
     }
+    from include.quality import run_quality
+
+    report = run_quality(settings, registry, ["gold/kind_hourly"])  # windows aligned on the offset grid, reconciled
+    assert not report.failed() and "window_aligned" in {r.expectation for r in report.results}, report.render()
 
 
 def test_a_key_expression_spark_cannot_resolve_names_the_job_and_field(spark, settings):
