@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     for mode, text in COMMAND_HELP.items():
         add_action_arguments(checkpoint_sub.add_parser(mode, help=text), mode)
 
+    state = sub.add_parser("state", help="what a job's state store holds, per operator (the job may be stopped)")
+    state.add_argument("job")
+    state.add_argument("--json", action="store_true")
+    state.add_argument("--changes", type=_batch_range, metavar="B1:B2",
+                       help="the state change feed from batch B1 to B2 (needs changelog checkpointing)")
+
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
     maintain.add_argument("tables", nargs="*", help="tables such as bronze/clickstream (default: every table)")
 
@@ -250,6 +256,29 @@ def cmd_checkpoint(settings: Settings, args: argparse.Namespace) -> int:
     return run_action(settings, args)
 
 
+def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
+    from include.spark_session import get_spark
+    from spark_jobs.state_inspect import StateUnavailable, inspect_state, render
+
+    registry = load_registry(settings.registry_path)
+    registry.job(args.job)  # an unknown job fails before Spark starts
+    try:
+        report = inspect_state(get_spark(settings, app_name="lakehouse-state"), settings, registry, args.job,
+                               args.changes)
+    except StateUnavailable as exc:
+        sys.stdout.write(f"{exc}\n")
+        return 0
+    sys.stdout.write((json.dumps(report, indent=2, default=str) if args.json else render(report)) + "\n")
+    return 0
+
+
+def _batch_range(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition(":")
+    if not (sep and first.isdigit() and last.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected B1:B2 (batch ids, e.g. 3:5), got {text!r}")
+    return int(first), int(last)
+
+
 def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
     from spark_jobs.maintenance import run
 
@@ -268,12 +297,13 @@ def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
+    "state": cmd_state,
 }
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality") or (
+    return args.command in ("summary", "quality", "state") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

@@ -13,6 +13,7 @@ from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.runner import run_job
+from spark_jobs.state_inspect import inspect_state
 from tests.support.helpers import arrival_order, run_cli
 from tests.support.kill_hooks import kill_env
 from tests.support.oracle import expected_alerts
@@ -106,6 +107,10 @@ def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, se
         assert "quiet_user" not in state_keys(spark, settings, "gold_fraud_alerts", variable), variable
     assert "quiet_user" not in timer_keys(spark, settings, "gold_fraud_alerts")
     assert "busy_user" in timer_keys(spark, settings, "gold_fraud_alerts")
+    report = inspect_state(spark, settings, registry, "gold_fraud_alerts")  # what `lakehouse state` shows
+    (operator,) = report["operators"]
+    assert {s["store"].split()[1] for s in operator["stores"]} == {"failures", "pending", "idle_timer"}
+    assert operator["timers"]["keys"] == 1 and operator["timers"]["next"][0]["key"] == {"user_id": "busy_user"}
     assert alert_rows(settings) == []
 
 
