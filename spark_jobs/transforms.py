@@ -16,6 +16,7 @@ from include.registry import (
     Deduplicate,
     JobSpec,
     ParseJson,
+    RunningAggregate,
     SessionAggregate,
     SourceSpec,
     StatefulProcess,
@@ -140,6 +141,8 @@ def _aggregate(stream: DataFrame, job: JobSpec, window, prefix: str) -> DataFram
     aggregations = [getattr(F, agg.fn)(inputs[agg.name]).alias(agg.name) for agg in spec.aggregations]
     keys = [sql_expression(stream, job, f"transform.keys.{k}", *spec.key_expressions[k]).alias(k)
             if k in spec.key_expressions else F.col(k) for k in spec.keys]
+    if window is None:  # running totals: no window, no watermark (the state keeps every key)
+        return stream.groupBy(*keys).agg(*aggregations).select(*spec.keys, *(agg.name for agg in spec.aggregations))
     grouped = with_watermark(stream, job.source).groupBy(window.alias("w"), *keys).agg(*aggregations)
     return grouped.select(
         F.col("w.start").alias(f"{prefix}_start"), F.col("w.end").alias(f"{prefix}_end"), *spec.keys,
@@ -219,4 +222,6 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
             return stream_join(spark, settings, stream, job, starting, available_now)
         case StatefulProcess():
             return stateful_process(stream, job)
+        case RunningAggregate():
+            return _aggregate(stream, job, None, "")
     raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pyarrow as pa
@@ -37,6 +38,19 @@ def assert_gold_matches_oracle(settings, registry, drops):
     for table, rows in expected.items():
         assert rows, f"oracle expects no rows for {table}: test data too small"
         assert gold_rows(settings, table) == rows, table
+    assert_running_totals_match_silver(settings)
+
+
+def assert_running_totals_match_silver(settings):
+    """gold/user_running_totals == per user, the silver rows, their total value and latest event time."""
+    expected: dict = {}
+    for r in delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist():
+        count, total, latest = expected.get(r["user_id"], (0, None, None))
+        value = r["value"] if total is None else (total if r["value"] is None else total + r["value"])
+        expected[r["user_id"]] = (count + 1, value, max(filter(None, (latest, r["event_time"]))))
+    got = {r["user_id"]: (r["event_count"], r["total_value"], r["last_event_time"])
+           for r in delta_store.read_table(settings.layout.table("gold/user_running_totals")).to_pylist()}
+    assert got == expected and expected
 
 
 def test_backfill_incremental_and_idempotent(spark, settings, registry):
@@ -87,6 +101,13 @@ def test_backfill_incremental_and_idempotent(spark, settings, registry):
         settings.layout.table("bronze/clickstream_quarantine")) == first.lines + second.lines
     drops.append(arrival_order(second.files))
     assert_gold_matches_oracle(settings, registry, drops)
+
+    from include.quality import run_quality
+
+    report = run_quality(settings, registry, ["gold/user_running_totals"])  # after the second drop: totals grew
+    assert not report.failed(), report.render()
+    growth = json.loads(next(r.observed_value for r in report.results if r.expectation == "totals_never_decrease"))
+    assert growth["decreased_totals"] == 0 and growth["keys_compared"] > 0
 
     summary = summarize(settings, registry)
     rows = {t.table: t.rows for t in summary.tables}

@@ -289,7 +289,7 @@ def test_quality_section_configures_the_suite(raw):
     (JOB, {"lag": "1 hour"}, f"job '{JOB}': quality: unknown fields ['lag']"),
     (JOB, "strict", f"job '{JOB}': quality: must be a mapping"),
     ("silver_clickstream", {"freshness_lag": "1 hour"},
-     "job 'silver_clickstream': quality: only window_aggregate, session_aggregate, stream_join jobs and "
+     "job 'silver_clickstream': quality: only window_aggregate, session_aggregate, stream_join, running_aggregate jobs and "
      "stateful_process jobs of an alert processor have quality suites"),
 ])
 def test_quality_section_errors_name_job_and_field(raw, job, section, problem):

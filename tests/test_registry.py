@@ -12,8 +12,9 @@ from tests.support.helpers import problems_of
 
 def test_real_registry_loads_in_dependency_order(registry):
     assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m",
-                              "gold_user_activity_1h", "gold_user_sessions", "bronze_payments", "silver_payments",
-                              "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts")
+                              "gold_user_activity_1h", "gold_user_sessions", "gold_user_running_totals",
+                              "bronze_payments", "silver_payments", "gold_order_payments", "bronze_logins",
+                              "silver_logins", "gold_fraud_alerts")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -150,6 +151,18 @@ def test_expression_keys_and_inputs(raw):
     assert any(p.startswith("job 'gold_user_activity_5m': transform.keys.hour.type: unknown type 'integer'") for p in found)
     assert any(p.startswith("job 'gold_user_activity_5m': transform.aggregations.cents: give a column or an expr")
                for p in found)
+
+
+def test_running_aggregates_upsert_one_row_per_key(registry, raw):
+    totals = registry.job("gold_user_running_totals")
+    assert totals.sink.mode == "update" and totals.sink.merge_keys == ("user_id",) and totals.stateful
+    assert totals.source.watermark_seconds is None  # totals over all time need no watermark
+    sink = raw["jobs"]["gold_user_running_totals"]["sink"]
+    sink["mode"], sink["merge_keys"] = "append", ["user_id", "event_count"]
+    found = problems_of(raw)
+    where = "job 'gold_user_running_totals': sink"
+    assert f"{where}.mode: a running_aggregate upserts its totals: mode update" in found
+    assert f"{where}.merge_keys: a running_aggregate has one row per key: its keys ['user_id']" in found
 
 
 def test_two_jobs_writing_one_table(raw):

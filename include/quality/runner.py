@@ -171,7 +171,7 @@ def validate_table(settings: Settings, context, spec: TableSpec, *, full: bool, 
                                 selection.version_from, selection.version_to, selection.num_rows, engine)
                     for c, ok, observed in outcome]
 
-    measured = table_metrics(settings, spec, latest)
+    measured = table_metrics(settings, spec, latest, last)
     details, rows = measured.details, measured.rows
     table_checks = [c for c in spec.checks if c.scope == "table"]
     outcome, page = gx_context.run_suite(

@@ -31,6 +31,7 @@ from include.registry import (
     Deduplicate,
     JobSpec,
     Registry,
+    RunningAggregate,
     SessionAggregate,
     StatefulProcess,
     StreamJoin,
@@ -378,6 +379,55 @@ class JoinTable(TableSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunningTable(TableSpec):
+    """A running_aggregate sink: one row per key with its totals over all time, upserted as they change; a row
+    count only grows. Freshness follows the max(event time) aggregation, when the job has one."""
+
+    keys: tuple[str, ...]
+    counts: tuple[str, ...]  # count aggregations of rows
+    sums: tuple[str, ...]
+    latest_event: str | None  # the max(<source event time>) aggregation
+
+    noun: ClassVar[str] = "key"
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        return self.keys
+
+    @property
+    def freshness_column(self) -> str:
+        return self.latest_event or self.keys[0]
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        return (*self.keys, *self.counts, *self.sums, *([self.latest_event] if self.latest_event else []))
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        return {"_seconds_in_future": ops.seconds(self.latest_event) - now_epoch} if self.latest_event else {}
+
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        checks = [self._check("keys_not_null", "ExpectColumnValuesToNotBeNull", {"column": column},
+                              f"{column} is never null", overrides) for column in self.keys]
+        checks += [self._check("event_count_positive", "ExpectColumnValuesToBeBetween",
+                               {"column": column, "min_value": 1}, f"{column} is at least 1", overrides)
+                   for column in self.counts]
+        checks += [self._check("values_in_range", "ExpectColumnValuesToBeBetween",
+                               {"column": column, "min_value": 0, "max_value": 1e12},
+                               f"{column} is between 0 and 1e12", overrides) for column in self.sums]
+        if self.latest_event:
+            checks += self._time_and_key_checks(self.latest_event, (), overrides)
+            checks += self._uniqueness_and_freshness(f"latest {self.latest_event}", overrides)
+        else:
+            checks += self._uniqueness_and_freshness("", overrides)[:1]
+        if self.counts:
+            checks.append(self._check("totals_never_decrease", "ExpectColumnMaxToBeBetween",
+                                      {"column": "decreased_totals", "max_value": 0},
+                                      f"no key's {self.counts[0]} went down or vanished since the version "
+                                      "validated before", overrides))
+        return checks
+
+
+@dataclass(frozen=True, kw_only=True)
 class AlertTable(TableSpec):
     """A stateful_process sink of alerts (the processor catalogue's ALERTS_SCHEMA): each alert counts the events
     of one burst, from window_start to alert_time, within the rule's window; the processor starts counting
@@ -478,6 +528,21 @@ def join_table(job: JobSpec, registry: Registry) -> JoinTable:
     return spec
 
 
+RUNNING_DEFAULT_LAG_SECONDS = 300
+
+
+def running_table(job: JobSpec, registry: Registry | None = None) -> RunningTable:
+    """The spec and checks of a running_aggregate job's sink table (default lag: 5 minutes, a live job trailing
+    its source)."""
+    latest = next((a.name for a in job.transform.aggregations
+                   if a.fn == "max" and a.column == job.source.event_time and a.expr is None), None)
+    aggregations = _aggregations(job)
+    aggregations["keys"] = job.transform.keys
+    spec = RunningTable(**_common(job, RUNNING_DEFAULT_LAG_SECONDS), **aggregations, latest_event=latest)
+    spec.checks.extend(spec.make_checks(job.quality.severity))
+    return spec
+
+
 def alert_table(job: JobSpec, registry: Registry | None = None) -> AlertTable:
     """The spec and checks of an alert processor's sink table (default lag: watermark + the rule's window)."""
     within = job.transform.params["within"]
@@ -492,6 +557,7 @@ SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
     SessionAggregate.kind: session_table,
     StreamJoin.kind: join_table,
     StatefulProcess.kind: alert_table,
+    RunningAggregate.kind: running_table,
 }
 
 

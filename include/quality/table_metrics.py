@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,7 +42,14 @@ from include.quality.reconciliation import (
     reconcile_sessions,
     reconcile_windows,
 )
-from include.quality.suites import AggregateTable, AlertTable, JoinTable, SessionTable, TableSpec
+from include.quality.suites import (
+    AggregateTable,
+    AlertTable,
+    JoinTable,
+    RunningTable,
+    SessionTable,
+    TableSpec,
+)
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -100,8 +108,9 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
     return SourceSpan(earliest, latest, described)
 
 
-def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMetrics:
-    """The metrics row and observed details of the table checks of `spec`'s table at `version`."""
+def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_before: int | None = None) -> TableMetrics:
+    """The metrics row and observed details of the table checks of `spec`'s table at `version`
+    (`validated_before`: the version the previous quality run validated, which running totals are compared with)."""
     counts = spec.counts[:1] if isinstance(spec, AggregateTable) and spec.reconciled else ()
     columns = list(dict.fromkeys([*spec.unique_key, spec.freshness_column, *counts]))
     gold = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns)
@@ -121,8 +130,9 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
     # sessionizing the source per key needs the key columns (not SQL expressions over them)
     sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) and spec.source_keys else None
 
-    ends = _micros(gold[spec.freshness_column]).drop_null()
-    if spec.mode == "update":  # rows past the watermark may still change
+    timeless = isinstance(spec, RunningTable) and not spec.latest_event  # no time column: no freshness check
+    ends = _micros(gold[spec.freshness_column]).drop_null() if not timeless else pa.array([], pa.int64())
+    if spec.mode == "update" and not isinstance(spec, RunningTable):  # rows past the watermark may still change
         ends = ends.filter(pc.less_equal(ends, watermark)) if watermark is not None else ends.slice(0, 0)
     latest_end = pc.max(ends).as_py() if len(ends) else None
     finalized = "finalized_" if isinstance(spec, AggregateTable) else ""
@@ -146,6 +156,10 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int) -> TableMet
         "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds, **freshness,
                       f"latest_{spec.event_time}": _iso(span.latest), "source": span.described},
     }
+    if isinstance(spec, RunningTable) and spec.counts:
+        decreased = decreased_totals(settings, spec, version, validated_before)
+        metrics["decreased_totals"] = decreased["decreased_totals"]
+        details["totals_never_decrease"] = decreased
     if isinstance(spec, AlertTable):
         overlapping = overlapping_alerts(settings, spec, version)
         metrics["overlapping_alerts"] = overlapping["overlapping_alerts"]
@@ -174,3 +188,22 @@ def overlapping_alerts(settings: Settings, spec: AlertTable, version: int) -> di
     examples = [{"alert_type": r.alert_type, "entity": r.entity, "window_start": r.window_start.isoformat(),
                  "alert_time": r.alert_time.isoformat()} for r in overlapping.head(5).itertuples()]
     return {"overlapping_alerts": len(overlapping), "alerts": len(alerts), "examples": examples}
+
+
+def decreased_totals(settings: Settings, spec: RunningTable, version: int, validated_before: int | None) -> dict[str, Any]:
+    """Keys whose row count went down, or that vanished, between the version validated before (none: the
+    previous version) and `version`."""
+    baseline = validated_before if validated_before is not None else version - 1
+    count = spec.counts[0]
+    if baseline < 0 or baseline >= version:
+        return {"decreased_totals": 0, "compared_versions": None}
+    path = settings.layout.table(spec.table)
+    columns = [*spec.keys, count]
+    before, after = (delta_store.read_table(path, version=v, columns=columns).to_pandas() for v in (baseline, version))
+    both = before.merge(after, on=list(spec.keys), how="left", suffixes=("_before", "_after"))
+    bad = both[both[f"{count}_after"].isna() | (both[f"{count}_after"] < both[f"{count}_before"])]
+    examples = [{**{k: getattr(r, k) for k in spec.keys}, "before": int(getattr(r, f"{count}_before")),
+                 "after": None if pd.isna(getattr(r, f"{count}_after")) else int(getattr(r, f"{count}_after"))}
+                for r in bad.head(5).itertuples()]
+    return {"decreased_totals": len(bad), "compared_versions": [baseline, version], "keys_compared": len(before),
+            "examples": examples}

@@ -41,6 +41,9 @@ CHECKS: dict[str, CheckInfo] = {
                                                        "column of one side null (right outer: the left side)"),
     "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key); alerts: per (alert_type, "
                                                 "entity, alert_time)"),
+    # running totals (running_aggregate)
+    "totals_never_decrease": CheckInfo(BLOCKING, "table", "no key's row count went down or vanished since the "
+                                                          "version validated before"),
     # alerts (stateful_process with an alert processor)
     "alert_in_window": CheckInfo(BLOCKING, "rows", "alert_time - window_start is between 0 and the rule's window"),
     "one_alert_per_burst": CheckInfo(BLOCKING, "table", "an entity's alerts do not overlap: each starts after the "

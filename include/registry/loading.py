@@ -33,6 +33,7 @@ from include.registry.specs import (
     ParseJson,
     QualitySpec,
     Registry,
+    RunningAggregate,
     SessionAggregate,
     SinkSpec,
     SourceSpec,
@@ -45,10 +46,12 @@ from include.registry.specs import (
 )
 
 TRANSFORM_KINDS = tuple(k.kind for k in (ParseJson, Deduplicate, WindowAggregate, SessionAggregate, StreamJoin,
-                                             StatefulProcess))
+                                             StatefulProcess, RunningAggregate))
 QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
-                 StatefulProcess.kind)  # (alert processors)
-EXPRESSION_KEY_KINDS = (WindowAggregate.kind, SessionAggregate.kind)  # kinds whose keys may be SQL expressions
+                 RunningAggregate.kind, StatefulProcess.kind)  # (stateful_process: alert processors)
+# kinds whose keys may be SQL expressions
+EXPRESSION_KEY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, RunningAggregate.kind)
+UPDATE_KINDS = (WindowAggregate.kind, RunningAggregate.kind)  # kinds whose sink may be upserted (update mode)
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
@@ -302,6 +305,8 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
     )
     if kind == SessionAggregate.kind:
         return SessionAggregate(parse_duration(raw["gap"]), keys, aggregations, expressions)
+    if kind == RunningAggregate.kind:
+        return RunningAggregate(keys, aggregations, expressions)
     window = parse_duration(raw["window"])
     slide = parse_duration(raw["slide"]) if raw.get("slide") is not None else window
     offset = parse_duration(raw["offset"]) if raw.get("offset") is not None else 0
@@ -423,6 +428,8 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
             problems.append(f"{where}: transform.kind: parse_json needs a landing source")
         return {**schema, **BRONZE_EXTRA_COLUMNS}
     for field_name, side in (("source", source), ("transform.right", right)):
+        if kind == RunningAggregate.kind:
+            break  # totals over all time: no event-time watermark needed
         if side is not None and side.watermark_seconds is None:
             problems.append(f"{where}: {field_name}.watermark: the {kind} transform needs an event-time watermark")
         elif side is not None and side.event_time is None:
@@ -453,6 +460,8 @@ def _validate_transform(where: str, transform: dict, source: SourceSpec, problem
     if kind == "session_aggregate":
         _positive_duration(where, "transform.gap", transform.get("gap"), problems)
         output = {"session_start": "timestamp", "session_end": "timestamp"}
+    elif kind == RunningAggregate.kind:
+        output = {}
     else:
         output = _window_bounds(where, transform, problems)
     output.update(key_types)
@@ -673,10 +682,17 @@ def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec |
         for column in columns:
             if column not in output_schema:
                 problems.append(f"{where}: sink.{field_name}: unknown column {column!r}")
+    if transform.get("kind") == RunningAggregate.kind:
+        if mode != "update":
+            problems.append(f"{where}: sink.mode: a running_aggregate upserts its totals: mode update")
+        keys = [k.get("name") if isinstance(k, dict) else k for k in transform.get("keys") or []]
+        merge_keys = merge_keys or keys  # one row per key
+        if sorted(map(str, merge_keys)) != sorted(map(str, keys)):
+            problems.append(f"{where}: sink.merge_keys: a running_aggregate has one row per key: its keys {keys}")
     if mode == "update" and not merge_keys:
         problems.append(f"{where}: sink.merge_keys: update mode upserts and needs merge keys")
-    if mode == "update" and transform.get("kind") != "window_aggregate":
-        problems.append(f"{where}: sink.mode: update mode needs a window_aggregate transform")
+    if mode == "update" and transform.get("kind") not in UPDATE_KINDS:
+        problems.append(f"{where}: sink.mode: update mode needs a {' or '.join(UPDATE_KINDS)} transform")
     quarantine = raw.get("quarantine_table")
     if transform.get("kind") == "parse_json" and not quarantine:
         problems.append(f"{where}: sink.quarantine_table: parse_json needs a table for unparseable lines")
@@ -686,7 +702,7 @@ def _validate_sink(where, raw, transform, output_schema, problems) -> SinkSpec |
         problems.append(f"{where}: sink.files_per_batch: must be a positive integer, got {files!r}")
         files = 1
     maintenance = _validate_maintenance(where, raw.get("maintenance"), problems)
-    return SinkSpec(str(table), str(mode), tuple(merge_keys), tuple(partition_by), quarantine, properties, files,
+    return SinkSpec(str(table), str(mode), tuple(str(k) for k in merge_keys), tuple(partition_by), quarantine, properties, files,
                     maintenance)
 
 

@@ -96,6 +96,16 @@ class SessionAggregate:
 
 
 @dataclass(frozen=True)
+class RunningAggregate:
+    """Totals per key over all time (no window): upserted as they change (update mode, one row per key)."""
+
+    keys: tuple[str, ...]
+    aggregations: tuple[Aggregation, ...]
+    key_expressions: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (SQL, type)
+    kind: ClassVar[str] = "running_aggregate"
+
+
+@dataclass(frozen=True)
 class JoinColumn:
     name: str  # output column
     side: str  # "left" or "right"
@@ -132,7 +142,8 @@ class StatefulProcess:
     kind: ClassVar[str] = "stateful_process"
 
 
-TransformSpec = ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin | StatefulProcess
+TransformSpec = (ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin | StatefulProcess
+                 | RunningAggregate)
 AGGREGATE_KINDS = (WindowAggregate, SessionAggregate)
 
 
