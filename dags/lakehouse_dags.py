@@ -41,6 +41,24 @@ def on_cron(cron: str) -> CronTriggerTimetable:
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
 WRITERS = {t: REGISTRY.writer_of(t).id for t in GOLD_TABLES}
 
+HEALTH_REPORT_DOC = f"""Rebuilds the pipeline-health report, `{SETTINGS.layout.health_report_index}`: per job, charts
+of state rows, batch duration against the trigger interval, input and processing rates, watermark delay and rows
+dropped by the watermark, with its health problems flagged. Served at `/lakehouse-health/` (Browse → "Pipeline
+health report")."""
+
+
+def health_report_task():
+    """The `health_report` task of the backfill and live DAGs: runs after every other task, whatever they did."""
+
+    @task(task_id="health_report", trigger_rule="all_done", doc_md=HEALTH_REPORT_DOC)
+    def health_report() -> str:
+        from include.airflow.tasks import health_report
+
+        return health_report()
+
+    return health_report()
+
+
 BACKFILL_DOC = f"""
 # lakehouse_backfill
 
@@ -51,7 +69,8 @@ landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}),
 - **Touches**: the Delta tables under `{SETTINGS.root}` (each is an Airflow Asset updated by the
   task that writes it) and each job's checkpoint under `{SETTINGS.layout.checkpoint("<job>")}`.
 - **Ends with** `quality_check`: the Great Expectations suites of the gold tables it wrote; a blocking
-  failure fails the run (the task's "Data quality report" link opens the report).
+  failure fails the run (the task's "Data quality report" link opens the report). `health_report`
+  rebuilds the pipeline-health report (Browse → "Pipeline health report").
 - **Manual runs**: set the `jobs` param to run a subset (the others are skipped; jobs downstream of a
   skipped job still run on what their upstream table already holds).
 - **Recovering**: clear the failed task. Jobs resume from their checkpoints and every micro-batch is
@@ -97,6 +116,7 @@ with DAG(
     for job_id in REGISTRY.order:
         if REGISTRY.jobs[job_id].sink.table in GOLD_TABLES:
             tasks[job_id] >> check
+    [*tasks.values()] >> health_report_task()
 
 LIVE_JOBS = [job_id for job_id in REGISTRY.order if REGISTRY.jobs[job_id].live]
 LIVE_DOC = f"""
@@ -114,6 +134,10 @@ processing rate, state not only growing, watermark advancing), and acts per the 
   and stay stopped (supervision does not restart them) until started again with the `start` param.
 - **Touches**: `_ops/heartbeats/`, `_ops/supervisor/`, `_ops/alerts`, job logs in `_ops/logs/` under
   `{SETTINGS.root}`.
+- **State health**: a running job whose state health is breached (state growing with no removals, watermark
+  stuck, rows dropped by the watermark, state memory near the executor memory, partition skew; thresholds in
+  its `supervision.health`) gets an `_ops/alerts` row and its task **fails** (no retry) while it lasts; the
+  job keeps running. `health_report` rebuilds the pipeline-health report (Browse → "Pipeline health report").
 - **Recovering**: a job that exhausted its restarts is `gave_up` and this task fails: read its log
   in `_ops/logs/<job>.log`, fix the cause, then trigger with `start`.
 """
@@ -134,6 +158,7 @@ with DAG(
                        description="Stopped jobs to start again; leave empty to start none (supervision alone)."),
     },
 ) as live:
+    supervised = []
     for job_id in LIVE_JOBS:
         job = REGISTRY.jobs[job_id]
 
@@ -149,7 +174,8 @@ with DAG(
 
             return supervise(job_id, params, run_id or "")
 
-        supervise()
+        supervised.append(supervise())
+    supervised >> health_report_task()
 
 
 QUALITY_DAG_DOC = f"""

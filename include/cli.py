@@ -151,6 +151,9 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         from include.quality import run_quality
 
         sys.stdout.write(run_quality(settings, registry).render() + "\n")
+        from include.ops.health_report import build
+
+        build(settings, registry)  # through Airflow, the DAG's health_report task builds it
         failed_step = None
     else:
         failed_step = demo_through_airflow(settings)
@@ -160,6 +163,8 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
             sys.stderr.write(f"{tail}\nlakehouse demo: `airflow {' '.join(failed_step)}` failed; log: {log_file}\n")
     sys.stdout.write("\n" + summarize(settings, registry).render() + "\n")
     sys.stdout.write(f"\nlakehouse root: {settings.root}\n")
+    if settings.layout.health_report_index.is_file():
+        sys.stdout.write(f"pipeline-health report: {settings.layout.health_report_index}\n")
     return 1 if failed_step else 0
 
 

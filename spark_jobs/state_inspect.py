@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
-import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from include import checkpoints
+from include.checkpoints.state_files import partition_files
+from include.ops.health import skew
 from include.registry import Registry
 from include.settings import Settings
 
@@ -70,7 +70,7 @@ def _operator(spark: SparkSession, checkpoint: Path, meta: dict, batch: int,
     partitions = meta["numPartitions"]
     if meta["operatorName"] == "symmetricHashJoin" and meta["stateStoreName"] != "left-keyToNumValues":
         return {}  # a join has four stores per operator in the metadata: reported once, per side
-    disk = [partition_bytes(checkpoint / "state" / str(meta["operatorId"]) / str(p), batch + 1)
+    disk = [partition_files(checkpoint / "state" / str(meta["operatorId"]) / str(p), batch + 1).bytes
             for p in range(partitions)]
     stores = []
     for label, options in _stores(meta):
@@ -94,13 +94,6 @@ def _distribution(frame, partitions: int) -> dict[str, Any]:
     keys = [counts.get(p, (0, 0))[1] for p in range(partitions)]
     return {"rows": sum(r for r, _ in counts.values()), "keys": sum(keys), "keys_per_partition": keys,
             "skew": skew(keys)}
-
-
-def skew(keys_per_partition: list[int]) -> float:
-    """Max / median keys per partition (the median floored at 1, so that mostly empty partitions still rank)."""
-    if not keys_per_partition:
-        return 0.0
-    return round(max(keys_per_partition) / max(statistics.median(keys_per_partition), 1), 2)
 
 
 def _timers(spark: SparkSession, checkpoint: Path, operator_id: int) -> dict[str, Any]:
@@ -135,29 +128,6 @@ def spark_error(exc: Exception) -> str:
     text = str(exc)
     found = re.search(r"\[[A-Z][A-Z_.]+\][^\n]*", text)
     return (found.group(0) if found else text.strip().splitlines()[0])[:400]
-
-
-def partition_bytes(partition: Path, version: int) -> int:
-    """Bytes on disk of a partition's state at `version` (RocksDB: its latest snapshot at or before the version,
-    the SST files that snapshot references, and the changelogs after it); a join's partition holds one such
-    store per subdirectory."""
-    if not partition.is_dir():
-        return 0
-    stores = [d for d in partition.iterdir() if d.is_dir() and d.name != "SSTs" and not d.name.startswith("_")]
-    stores = stores or [partition]
-    total = 0
-    for store in stores:
-        snapshots = sorted(int(f.stem) for f in store.glob("*.zip") if f.stem.isdigit() and int(f.stem) <= version)
-        base = snapshots[-1] if snapshots else 0
-        if snapshots:
-            archive = store / f"{base}.zip"
-            total += archive.stat().st_size
-            with zipfile.ZipFile(archive) as snapshot:
-                metadata = snapshot.read("metadata").decode().split("\n", 1)[1]
-            total += sum(f["sizeBytes"] for f in json.loads(metadata).get("sstFiles", []))
-        total += sum(f.stat().st_size for f in store.glob("*.changelog")
-                     if f.stem.isdigit() and base < int(f.stem) <= version)
-    return total
 
 
 def _plain(value: Any) -> Any:

@@ -50,7 +50,9 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "
 def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     bag = dagbag()
     backfill = bag.dags["lakehouse_backfill"]
-    assert [t.task_id for t in backfill.topological_sort()] == [*registry.order, "quality_check"]
+    assert [t.task_id for t in backfill.topological_sort()] == [*registry.order, "quality_check", "health_report"]
+    assert backfill.get_task("health_report").upstream_task_ids == set(registry.order)
+    assert backfill.get_task("health_report").trigger_rule == "all_done"
     suites = quality_tables(registry)  # windows, sessions and joins
     gold_jobs = {j for j in registry.order if registry.job(j).sink.table in suites}
     assert backfill.get_task("quality_check").upstream_task_ids == gold_jobs
@@ -63,7 +65,9 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
         assert task._conn_id == "spark_default"
     assert backfill.max_active_runs == 1 and not backfill.catchup
     live = bag.dags["lakehouse_live"]
-    assert {t.task_id for t in live.tasks} == {f"supervise_{j}" for j in registry.order if registry.job(j).live}
+    supervised = {f"supervise_{j}" for j in registry.order if registry.job(j).live}
+    assert {t.task_id for t in live.tasks} == supervised | {"health_report"}
+    assert live.get_task("health_report").upstream_task_ids == supervised
     quality = bag.dags["data_quality"]
     assert {t.task_id for t in quality.tasks} == {f"validate_{t.replace('/', '__')}" for t in suites}
     assert {"gold/user_sessions", "gold/order_payments"} <= set(suites)
@@ -164,6 +168,7 @@ def test_backfill_dag_end_to_end_equals_the_oracle(settings, registry, fresh_ass
     assert states["bronze_clickstream"] == TaskInstanceState.SUCCESS
     assert {states[j] for j in registry.order if j != "bronze_clickstream"} == {TaskInstanceState.SKIPPED}
     assert states["quality_check"] == TaskInstanceState.SUCCESS
+    assert states["health_report"] == TaskInstanceState.SUCCESS and settings.layout.health_report_index.is_file()
     assert delta_store.count_rows(settings.layout.table("silver/clickstream")) == silver_before
     landed_lines = landed.lines + second.lines
     assert delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
@@ -371,6 +376,15 @@ def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, l
                  "_offline_assets/nope-1.0/x.js", "validations/%2e%2e/%2e%2e/secret/index.html"):
         refused = client.get(f"/lakehouse-data-docs/{path}")
         assert refused.status_code == 404 and "outside the docs folder" not in refused.text, (path, refused.text)
+
+    health = settings.layout.health_report
+    health.mkdir(parents=True)
+    (health / "index.html").write_text('<html><img src="job.svg">pipeline health</html>')
+    (health / "job.svg").write_text("<svg></svg>")
+    assert client.get("/lakehouse-health/index.html", cookies={"_token": ""}).status_code in (401, 403)
+    assert "pipeline health" in client.get("/lakehouse-health/index.html").text  # the cookie set above
+    assert client.get("/lakehouse-health/job.svg").text == "<svg></svg>"
+    assert client.get("/lakehouse-health/%2e%2e/data_docs/index.html").status_code == 404
 
     listed = subprocess.run([sys.executable, "-m", "airflow", "plugins", "--output", "json"], capture_output=True,
                             text=True, timeout=120)

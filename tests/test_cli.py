@@ -113,7 +113,9 @@ def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings,
     assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
     for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
                  "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
-                 "data quality report: " + str(settings.layout.data_docs / "index.html")):
+                 "data quality report: " + str(settings.layout.data_docs / "index.html"),
+                 "pipeline-health report: " + str(settings.layout.health_report_index), "gold/alerts",
+                 "data quality gold/alerts: passed", "data quality gold/user_running_totals: passed"):
         assert text in result.stdout
     gold = delta_store.read_table(settings.layout.table("gold/user_activity_5m"))
     assert gold.num_rows > 0 and min(gold["event_count"].to_pylist()) >= 1

@@ -16,7 +16,7 @@ from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize
 from spark_jobs.runner import run_job
-from tests.support.helpers import arrival_order, generate, gold_rows
+from tests.support.helpers import arrival_order, generate, gold_rows, lineage
 from tests.support.oracle import expected_gold, expected_silver_count
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -87,6 +87,11 @@ def test_backfill_incremental_and_idempotent(spark, settings, registry):
     assert all(p["watermark"] is not None for p in gold_progress)
     for job_id in registry.order:
         assert read_heartbeat(settings, job_id)["status"] == "finished"
+    from include.ops.health_report import build
+
+    page = build(settings, registry).read_text()  # the pipeline-health report: charts for every job that ran
+    for job_id in lineage(registry):  # the jobs fed by the clickstream (the other sources landed nothing)
+        assert f'src="{job_id}.svg"' in page and (settings.layout.health_report / f"{job_id}.svg").is_file(), job_id
 
     # A rerun with no new data commits nothing anywhere.
     before = versions(settings, registry)

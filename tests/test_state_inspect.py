@@ -9,9 +9,10 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
+from include.ops.health import skew
 from include.registry import Trigger, build_registry
 from spark_jobs.runner import run_job
-from spark_jobs.state_inspect import inspect_state, skew
+from spark_jobs.state_inspect import inspect_state
 from tests.support.helpers import generate, run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -274,3 +274,66 @@ def test_partial_window_and_replayed_batches(settings, registry):
     batches = job_health.recent_batches(settings, job.id, "q1", 10)
     assert [(b["batch_id"], b["batch_duration_ms"]) for b in batches] == [(0, 1000), (1, 1000), (2, 60_000)]
     assert job_health.recent_batches(settings, job.id, "q1", 2)[0]["batch_id"] == 1
+
+
+# --- state health: thresholds, breaches, the report ---------------------------------------------
+
+def test_state_health_thresholds(settings, registry):
+    job = registry.job("gold_user_activity_5m")
+    assert job.supervision.health.max_dropped_fraction == 0.05 and job.supervision.health.max_partition_skew == 10
+    rows = progress_rows(job.id, 3)
+    assert job_health.diagnose(job, rows, memory_bytes=10_000, partition_keys={0: [100, 90, 110, 95]}) == []
+    dropped = progress_rows(job.id, 3, state_rows_dropped_by_watermark=lambda i: 10 * i)  # 30 of 300 input rows
+    assert job_health.diagnose(job, dropped) == ["dropped_by_watermark"]
+    assert job_health.diagnose(job, rows, memory_bytes=1100) == ["state_memory_high"]  # 1000 > 0.8 * 1100
+    assert job_health.diagnose(job, rows, partition_keys={0: [5, 3, 400, 2]}) == ["partition_skew"]
+    assert job_health.diagnose(job, rows, partition_keys={0: [0, 0, 40, 0]}) == []  # below skew_min_keys
+    assert job_health.memory_bytes("2g") == 2 * 1024**3 and job_health.memory_bytes("512m") == 512 * 1024**2
+
+
+def test_state_health_thresholds_in_the_registry(raw):
+    from tests.support.helpers import problems_of
+
+    raw["defaults"]["supervision"] = {"health": {"max_dropped_fraction": 0.2, "skew_min_keys": 10}}
+    raw["jobs"]["gold_user_sessions"]["supervision"] = {"health": {"max_partition_skew": 4}}
+    health = build_registry(raw).job("gold_user_sessions").supervision.health
+    assert (health.max_dropped_fraction, health.skew_min_keys, health.max_partition_skew) == (0.2, 10, 4)
+    raw["jobs"]["gold_user_sessions"]["supervision"] = {"health": {"max_partition_skew": 0.5, "skew": 3,
+                                                                   "state_memory_fraction": 2}}
+    found = problems_of(raw)
+    where = "job 'gold_user_sessions': supervision.health"
+    assert f"{where}.max_partition_skew: must be a number at least 1, got 0.5" in found
+    assert f"{where}.state_memory_fraction: must be a number between 0 and 1, got 2" in found
+    assert any(p.startswith(f"{where}: unknown fields ['skew']") for p in found)
+
+
+def test_a_state_health_breach_alerts_fails_the_supervising_task_and_is_flagged(settings, registry, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from include.airflow import tasks
+    from include.ops.health_report import build
+
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(settings.root))
+    job = registry.job("silver_clickstream")
+    window = job.supervision.health_window_batches
+    delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA,
+                            progress_rows(job.id, window, state_rows_dropped_by_watermark=20))  # 20 % of the input
+    write_heartbeat(settings, job.id, status="running", query_id="q1", batch_id=window - 1)
+    held = lease.acquire(settings, job.id, trigger="processing-time=10 seconds")  # the job "runs" in this process
+    try:
+        assert job_health.check_job(settings, registry, job.id).problems == ["dropped_by_watermark"]
+        assert supervisor.supervise_job(settings, registry, job.id, run_id="r1") == "breached"
+        (alert,) = alerts(settings)
+        assert alert["severity"] == "error" and "state health breached: dropped_by_watermark" in alert["reason"]
+        with pytest.raises(AirflowFailException, match="silver_clickstream: state health breached"):
+            tasks.supervise(job.id, {}, "r2")
+        assert len(alerts(settings)) == 2
+        index = build(settings, registry)
+    finally:
+        held.release()
+    page = index.read_text()
+    assert index == settings.layout.health_report_index
+    assert 'id="silver_clickstream"' in page and "state health breached: dropped_by_watermark" in page
+    chart = (index.parent / "silver_clickstream.svg").read_text()
+    assert chart.startswith("<?xml") and "<svg" in chart
+    assert "no micro-batches recorded yet" in page  # the other jobs, which have no progress rows

@@ -7,6 +7,7 @@ from include.registry import JobSpec, Registry
 from include.settings import Settings
 
 DATA_DOCS_URL_PREFIX = "/lakehouse-data-docs"  # where the plugin serves LAKEHOUSE_ROOT/_reports/data_docs/
+HEALTH_URL_PREFIX = "/lakehouse-health"  # where it serves LAKEHOUSE_ROOT/_reports/health/
 
 
 def data_docs_path(page: str = "index.html") -> str:

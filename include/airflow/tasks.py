@@ -45,12 +45,25 @@ def supervise(job_id: str, params: dict | None = None, run_id: str = "") -> str:
             return f"already running: {running}"
         return "started"
     action = supervise_job(settings, registry, job_id, run_id=run_id)
+    if action == "breached":  # the job keeps running; the failed task (no retries) is what a person sees
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"{job_id}: state health breached (see _ops/alerts, `lakehouse state {job_id}` "
+                                   f"and the health report {settings.layout.health_report_index})")
     if action == "gave_up":
         raise RuntimeError(f"{job_id}: too many consecutive restarts; see {settings.layout.job_log(job_id)}")
     if action == "blocked":
         raise RuntimeError(f"{job_id}: not started, its checkpoint needs a person first: "
                            f"`lakehouse checkpoint plan {job_id}` says what and how")
     return action
+
+
+def health_report() -> str:
+    """Task body of `health_report` (backfill and live DAGs): rebuild the pipeline-health report; its path."""
+    from include.ops.health_report import build
+
+    settings, registry = load()
+    return str(build(settings, registry))
 
 
 def checkpoint_plan(params: dict, run_id: str) -> dict:

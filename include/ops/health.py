@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pyarrow.compute as pc
 
 from include import checkpoints
+from include.checkpoints.state_files import operator_partitions
 from include.ops import lease
 from include.ops.heartbeats import read_heartbeat
 from include.ops.progress import PROGRESS_TABLE
@@ -59,15 +60,30 @@ def recent_batches(settings: Settings, job_id: str, query_id: str | None, limit:
     return [latest[b] for b in sorted(latest)][-limit:]
 
 
-def diagnose(job: JobSpec, batches: list[dict]) -> list[str]:
-    """Problems in a job's recent progress rows (oldest first, at most one window).
+STATE_HEALTH = ("state_growing", "watermark_stuck", "dropped_by_watermark", "state_memory_high", "partition_skew")
+
+
+def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
+             partition_keys: dict[int, list[int]] | None = None) -> list[str]:
+    """Problems in a job's recent progress rows (oldest first, at most one window), its executor memory
+    (`memory_bytes`) and the keys per state partition of each operator (`partition_keys`).
 
     slow_batches: median batch duration above the live trigger interval (at least 3 batches);
     falling_behind: mean input rate above mean processing rate over batches with input;
     state_growing: state rows strictly increasing with none removed (full window);
-    watermark_stuck: input but no watermark advance (full window, stateful transforms only).
+    watermark_stuck: input but no watermark advance (full window, stateful transforms only);
+    dropped_by_watermark: rows dropped by the watermark above `supervision.health.max_dropped_fraction` of the
+    input rows;
+    state_memory_high: the last batch's state memory above `state_memory_fraction` of the executor memory;
+    partition_skew: an operator's max / median keys per partition above `max_partition_skew` (its largest
+    partition holding at least `skew_min_keys` keys).
     """
     problems: list[str] = []
+    thresholds = job.supervision.health
+    for keys in (partition_keys or {}).values():
+        if keys and max(keys) >= thresholds.skew_min_keys and skew(keys) > thresholds.max_partition_skew:
+            problems.append("partition_skew")
+            break
     if not batches:
         return problems
     interval_ms = job.triggers["live"].interval_seconds * 1000
@@ -81,6 +97,13 @@ def diagnose(job: JobSpec, batches: list[dict]) -> list[str]:
         processed = statistics.mean(b["processed_rows_per_second"] or 0.0 for b in with_input)
         if incoming > processed:
             problems.append("falling_behind")
+    fed_rows = sum(b["num_input_rows"] or 0 for b in batches)
+    dropped = sum(b["state_rows_dropped_by_watermark"] or 0 for b in batches)
+    if fed_rows and dropped / fed_rows > thresholds.max_dropped_fraction:
+        problems.append("dropped_by_watermark")
+    memory = batches[-1]["state_memory_used_bytes"]
+    if memory_bytes and memory and memory > thresholds.state_memory_fraction * memory_bytes:
+        problems.append("state_memory_high")
     full = len(batches) >= max(job.supervision.health_window_batches, 2)
     if full:
         totals = [b["state_rows_total"] or 0 for b in batches]
@@ -129,5 +152,27 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
                                                                  3 * IDLE_REPORT_SECONDS)
         if since is not None and now - since > stall_after:
             health.problems.append("stalled")
-    health.problems += diagnose(job, batches)
+    partitions = {}
+    committed = checkpoints.latest_committed_batch(settings.layout.checkpoint(job_id))
+    if job.stateful and committed is not None:
+        operators = operator_partitions(settings.layout.checkpoint(job_id), committed + 1)
+        partitions = {op: [p.keys for p in files] for op, files in operators.items()}
+    health.problems += diagnose(job, batches, memory_bytes(settings.spark_driver_memory), partitions)
     return health
+
+
+def skew(keys_per_partition: list[int]) -> float:
+    """Max / median keys per partition (the median floored at 1, so that mostly empty partitions still rank)."""
+    if not keys_per_partition:
+        return 0.0
+    return round(max(keys_per_partition) / max(statistics.median(keys_per_partition), 1), 2)
+
+
+def memory_bytes(text: str) -> int | None:
+    """Bytes of a JVM memory setting such as "2g" or "512m" (None when unreadable). In local mode the executors
+    run in the driver's JVM, so the driver memory is the executor memory."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+    text = text.strip().lower().removesuffix("b")
+    if text[-1:] in units and text[:-1].isdigit():
+        return int(text[:-1]) * units[text[-1]]
+    return int(text) if text.isdigit() else None

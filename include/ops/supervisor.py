@@ -17,14 +17,15 @@ from include.checkpoints.plan import plan_job
 from include.ops import lease
 from include.ops.alerts import record_alert
 from include.ops.bookkeeping import read_state, update_state
-from include.ops.health import check_job
+from include.ops.health import STATE_HEALTH, check_job
 from include.ops.processes import end_stalled, start_job
 from include.registry import Registry
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "refused", "stopped", "blocked")
+ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "breached", "refused", "stopped",
+           "blocked")
 CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
 
 
@@ -34,7 +35,7 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     healthy; started (was not running: never started, or stopped cleanly); restarted (crashed, or
     stalled and ended first); backing_off (restart not allowed yet); gave_up (max_restarts
     consecutive restarts done); alerted (unhealthy, alert-only policy or a problem a restart does
-    not fix); refused (another writer holds the lease); stopped (stopped by request, stays so);
+    not fix); breached (running, with a state-health problem: :data:`include.ops.health.STATE_HEALTH`); refused (another writer holds the lease); stopped (stopped by request, stays so);
     blocked (not running, and its checkpoint plan is not `resume`: a person must apply it first).
     """
     job = registry.job(job_id)
@@ -66,6 +67,13 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
 
     status = (health.heartbeat or {}).get("status")
     if health.running:
+        breaches = [p for p in health.problems if p in STATE_HEALTH]
+        if breaches and "stalled" not in health.problems:
+            alert(f"state health breached: {', '.join(breaches)}" + (
+                f" (also {', '.join(p for p in health.problems if p not in breaches)})"
+                if len(breaches) < len(health.problems) else "") + f"; `lakehouse state {job_id}` and the health "
+                "report show where", "error")
+            return "breached"
         if "stalled" not in health.problems:
             alert(f"unhealthy: {', '.join(health.problems)}", "warning")
             return "alerted"

@@ -27,6 +27,7 @@ from include.registry.specs import (
     Admission,
     Aggregation,
     Deduplicate,
+    HealthThresholds,
     JobSpec,
     JoinColumn,
     MaintenanceSpec,
@@ -241,9 +242,11 @@ def _validate_job(
     state_store = _validate_state_store(
         where, {**defaults.get("state_store", {}), **(job.get("state_store") or {})}, problems
     )
-    supervision = _validate_supervision(
-        where, {**defaults.get("supervision", {}), **(job.get("supervision") or {})}, problems
-    )
+    supervision_raw = {**defaults.get("supervision", {}), **(job.get("supervision") or {})}
+    health = [(defaults.get("supervision") or {}).get("health"), (job.get("supervision") or {}).get("health")]
+    if all(isinstance(h, dict) for h in health):  # a job's thresholds refine the defaults' one by one
+        supervision_raw["health"] = {**health[0], **health[1]}
+    supervision = _validate_supervision(where, supervision_raw, problems)
     quality = _validate_quality(where, job.get("quality"), transform, problems)
     if len(problems) > before or sink is None or state_store is None:
         return None, output_schema
@@ -804,7 +807,32 @@ def _validate_supervision(where: str, raw: dict, problems: list[str]) -> Supervi
             problems.append(f"{where}: supervision.{name}: must be a non-negative integer, got {value!r}")
             value = getattr(SupervisionSpec, name)
         numbers[name] = value
-    return SupervisionSpec(on_down=on_down, **numbers)
+    return SupervisionSpec(on_down=on_down, health=_validate_health(where, raw.get("health") or {}, problems),
+                           **numbers)
+
+
+def _validate_health(where: str, raw: Any, problems: list[str]) -> HealthThresholds:
+    """`supervision.health`: the state-health thresholds (fractions in (0, 1], a skew ratio >= 1, a key count)."""
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: supervision.health: must map thresholds to numbers")
+        return HealthThresholds()
+    unknown = set(raw) - set(HealthThresholds.__dataclass_fields__)
+    if unknown:
+        problems.append(f"{where}: supervision.health: unknown fields {sorted(unknown)} "
+                        f"(known: {', '.join(HealthThresholds.__dataclass_fields__)})")
+    values: dict[str, Any] = {}
+    for name, low, high in (("max_dropped_fraction", 0, 1), ("state_memory_fraction", 0, 1),
+                            ("max_partition_skew", 1, None), ("skew_min_keys", 0, None)):
+        value = raw.get(name, getattr(HealthThresholds, name))
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or value < low or (high is not None and value > high) or (name == "skew_min_keys"
+                                                                               and not isinstance(value, int)):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            kind = "an integer" if name == "skew_min_keys" else "a number"
+            problems.append(f"{where}: supervision.health.{name}: must be {kind} {bound}, got {value!r}")
+            value = getattr(HealthThresholds, name)
+        values[name] = value
+    return HealthThresholds(**values)
 
 
 def _validate_quality(where: str, raw: Any, transform: dict, problems: list[str]) -> QualitySpec:

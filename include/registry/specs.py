@@ -179,6 +179,17 @@ class StateStoreSpec:
 
 
 @dataclass(frozen=True)
+class HealthThresholds:
+    """When a job's state health is breached (include/ops/health.py), besides state growing with no removals and a
+    stalled watermark."""
+
+    max_dropped_fraction: float = 0.05  # rows dropped by the watermark, of the input rows of the window's batches
+    state_memory_fraction: float = 0.8  # state memory of the last batch, of the executor memory
+    max_partition_skew: float = 10.0  # max / median keys per state partition
+    skew_min_keys: int = 100  # a skew counts only when the largest partition holds at least this many keys
+
+
+@dataclass(frozen=True)
 class SupervisionSpec:
     """How `lakehouse_live` treats the job: restart or only alert when down, backoff, health limits."""
 
@@ -187,6 +198,7 @@ class SupervisionSpec:
     backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
     stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals, at least 30 s
     health_window_batches: int = 10  # batches looked at for state growth / watermark progress
+    health: HealthThresholds = HealthThresholds()
 
 
 @dataclass(frozen=True)

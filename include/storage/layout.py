@@ -12,6 +12,7 @@
     _ops/logs/<job>.log           the output of a live job started by the supervisor
     _reports/data_docs/           Great Expectations Data Docs
     _reports/gx/                  the GE project the quality runs use
+    _reports/health/              the pipeline-health report (include/ops/health_report.py)
     _reports/demo/                `lakehouse demo`'s Airflow log
 """
 
@@ -70,6 +71,14 @@ class Layout:
     @property
     def data_docs(self) -> Path:
         return self.reports / "data_docs"
+
+    @property
+    def health_report(self) -> Path:
+        return self.reports / "health"
+
+    @property
+    def health_report_index(self) -> Path:
+        return self.health_report / "index.html"
 
     @property
     def gx_project(self) -> Path:

@@ -6,6 +6,8 @@
   (also percent-encoded), absolute paths and symbolic links are refused with 404.
 - The JS and CSS that Great Expectations' pages load from public CDNs are served from the project's
   offline copies (include/airflow/data_docs_assets.py), so the report renders in a closed network.
+- `/lakehouse-health/` serves the pipeline-health report (LAKEHOUSE_ROOT/_reports/health/) the same way, opened
+  by the "Pipeline health report" entry beside it.
 - A "Data quality reports" entry in the navigation opens it. The quality tasks' "Data quality report" link
   (include.airflow.operators.QualityReportLink) opens their run's result under the same path.
 """
@@ -20,7 +22,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, Response
 
 from include.airflow import data_docs_assets
-from include.airflow.docs import DATA_DOCS_URL_PREFIX, data_docs_path
+from include.airflow.docs import DATA_DOCS_URL_PREFIX, HEALTH_URL_PREFIX, data_docs_path
 from include.settings import load_settings
 
 URL_PREFIX = DATA_DOCS_URL_PREFIX
@@ -45,6 +47,21 @@ def safe_file(directory: Path, requested: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def health_report_app() -> FastAPI:
+    """The pipeline-health report (include/ops/health_report.py): its page and charts, behind Airflow's login."""
+    app = FastAPI(title="Lakehouse pipeline health", dependencies=[Depends(get_user)])
+
+    @app.get("/{requested:path}")
+    def serve(requested: str) -> Response:
+        path = safe_file(load_settings().layout.health_report, requested)
+        if path is None:
+            raise HTTPException(status_code=404, detail="not found (the health report is built by the backfill and "
+                                                        "live DAGs' health_report task)")
+        return FileResponse(path)
+
+    return app
+
+
 def data_docs_app() -> FastAPI:
     app = FastAPI(title="Lakehouse Data Docs", dependencies=[Depends(get_user)])  # Airflow's login, every route
 
@@ -67,8 +84,11 @@ def data_docs_app() -> FastAPI:
 
 class LakehouseDataDocsPlugin(AirflowPlugin):
     name = "lakehouse_data_docs"
-    fastapi_apps = [{"app": data_docs_app(), "url_prefix": URL_PREFIX, "name": "Lakehouse Data Docs"}]
+    fastapi_apps = [{"app": data_docs_app(), "url_prefix": URL_PREFIX, "name": "Lakehouse Data Docs"},
+                    {"app": health_report_app(), "url_prefix": HEALTH_URL_PREFIX, "name": "Lakehouse pipeline health"}]
     external_views = [
         {"name": "Data quality reports", "href": INDEX, "destination": "nav", "category": "browse",
-         "url_route": "lakehouse-data-docs"}
+         "url_route": "lakehouse-data-docs"},
+        {"name": "Pipeline health report", "href": f"{HEALTH_URL_PREFIX}/index.html", "destination": "nav",
+         "category": "browse", "url_route": "lakehouse-health"},
     ]
