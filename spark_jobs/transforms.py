@@ -192,17 +192,30 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     return joined.select(*columns)
 
 
-def stateful_process(stream: DataFrame, job: JobSpec) -> DataFrame:
+def stateful_process(spark: SparkSession, settings: Settings, stream: DataFrame, job: JobSpec) -> DataFrame:
     """The job's processor (spark_jobs/processors) over the watermarked stream, grouped by the keys; append mode:
-    each output row is final when emitted."""
+    each output row is final when emitted. An initial state table seeds the state of a new checkpoint (Spark
+    reads it in the query's first batch only)."""
     from spark_jobs.processors import processor_for
 
     spec: StatefulProcess = job.transform
     info = PROCESSORS[spec.processor]
     columns = dict.fromkeys([*spec.keys, job.source.event_time, *info.input_columns])
+    initial = None
+    if spec.initial_state_table:
+        path = settings.layout.table(spec.initial_state_table)
+        if not (path / "_delta_log").is_dir():
+            raise ValueError(f"job {job.id!r}: transform.initial_state: no Delta table at {path}")
+        wanted = [*spec.keys, *info.initial_state_schema]
+        table = spark.read.format("delta").load(str(path))
+        missing = [c for c in wanted if c not in table.columns]
+        if missing:
+            raise ValueError(f"job {job.id!r}: transform.initial_state: table {spec.initial_state_table} lacks "
+                             f"{', '.join(missing)} (it needs {', '.join(wanted)})")
+        initial = table.select(*wanted).groupBy(*spec.keys)
     return (with_watermark(stream, job.source).select(*columns).groupBy(*spec.keys)
-            .transformWithStateInPandas(processor_for(job), spark_schema(info.output_schema), "Append",
-                                        info.time_mode))
+            .transformWithStateInPandas(processor_for(job), spark_schema(job.output_schema), "Append",
+                                        info.time_mode, initialState=initial))
 
 
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
@@ -221,7 +234,7 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
         case StreamJoin():
             return stream_join(spark, settings, stream, job, starting, available_now)
         case StatefulProcess():
-            return stateful_process(stream, job)
+            return stateful_process(spark, settings, stream, job)
         case RunningAggregate():
             return _aggregate(stream, job, None, "")
     raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")

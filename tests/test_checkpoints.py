@@ -67,10 +67,18 @@ def test_plans_classify_each_change_with_its_reason(settings, registry, raw):
     assert refresh.mode == "full-refresh" and refresh.downstream == ()
     assert "window_seconds" in json.dumps(refresh.as_dict()) and "keys, windows" in refresh.render()
 
+    _, seeded = variant(raw, lambda r: r["jobs"]["gold_user_session_summaries"]["transform"].update(
+        initial_state="seed/open_sessions"))  # seeds new checkpoints only: an existing one resumes
+    assert plan(seeded, "gold_user_session_summaries").mode == "resume"
+    _, gap = variant(raw, lambda r: r["jobs"]["gold_user_session_summaries"]["transform"].update(
+        params={"gap": "10 minutes"}))
+    assert plan(gap, "gold_user_session_summaries").mode == "full-refresh"
+
     _, keys = variant(raw, lambda r: r["jobs"]["silver_clickstream"]["transform"].update(keys=["event_id", "user_id"]))
     cascade = plan(keys, "silver_clickstream")
     assert cascade.mode == "full-refresh"
     assert cascade.downstream == ("gold_user_activity_5m", "gold_user_activity_1h", "gold_user_sessions",
+                                  "gold_user_running_totals", "gold_user_session_summaries",
                                   "gold_order_payments")
     assert cascade.command == "lakehouse checkpoint full-refresh silver_clickstream --cascade"
 

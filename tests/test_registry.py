@@ -13,8 +13,8 @@ from tests.support.helpers import problems_of
 def test_real_registry_loads_in_dependency_order(registry):
     assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m",
                               "gold_user_activity_1h", "gold_user_sessions", "gold_user_running_totals",
-                              "bronze_payments", "silver_payments", "gold_order_payments", "bronze_logins",
-                              "silver_logins", "gold_fraud_alerts")
+                              "gold_user_session_summaries", "bronze_payments", "silver_payments",
+                              "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -88,8 +88,16 @@ def test_stateful_process_mistakes_name_job_and_field(raw):
     assert f"{where}.params.burst: unknown parameter of fraud_alerts (known: failures, within)" in found
     assert f"{where}.keys: unknown column 'user'" in found
     transform.update(processor="fraud_alert", params={}, keys=["user_id"])
-    assert problems_of(raw) == [f"{where}.processor: unknown processor 'fraud_alert' (known: fraud_alerts)"]
+    assert problems_of(raw) == [f"{where}.processor: unknown processor 'fraud_alert' (known: fraud_alerts, "
+                                "sessionizer)"]
     transform["processor"] = "fraud_alerts"
+    transform["initial_state"] = "seed/failures"
+    assert problems_of(raw) == [f"{where}.initial_state: fraud_alerts does not start from an initial state"]
+    del transform["initial_state"]
+    raw["jobs"]["gold_user_session_summaries"]["transform"]["initial_state"] = "/tmp/elsewhere"
+    assert problems_of(raw) == ["job 'gold_user_session_summaries': transform.initial_state: '/tmp/elsewhere' must "
+                                "be a table like 'layer/name' under LAKEHOUSE_ROOT"]
+    del raw["jobs"]["gold_user_session_summaries"]["transform"]["initial_state"]
     raw["sources"]["logins"]["schema"]["outcome"] = "boolean"
     assert f"{where}.processor: fraud_alerts reads a string column 'outcome', which the source has as boolean" in \
         problems_of(raw)

@@ -131,3 +131,60 @@ def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registr
     restarted = run_cli(["run", job_id], lakehouse_env)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     assert alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
+
+
+def summary_rows(settings) -> list[tuple]:
+    rows = delta_store.read_table(settings.layout.table("gold/user_session_summaries")).to_pylist()
+    return sorted((r["user_id"], *(int(r[c].timestamp()) for c in ("session_start", "session_end")), r["event_count"],
+                   r["total_value"], int(r["closed_at"].timestamp())) for r in rows)
+
+
+def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw, tmp_path):
+    import yaml
+
+    from include.generator import DEFAULT_START
+    from include.registry import build_registry
+    from tests.support.helpers import generate
+    from tests.support.oracle import expected_session_summaries
+
+    raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}
+    transform = raw["jobs"]["gold_user_session_summaries"]["transform"]
+    transform["params"] = {"gap": "2 minutes"}
+    transform["initial_state"] = "seed/open_sessions"
+    path = tmp_path / "sessions.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    registry = build_registry(raw, path)
+    # open sessions carried over from elsewhere: two users go on right away, one never comes back
+    seeds = {"user_00001": (-5, -1, 4, 10.0), "user_00002": (-3, -1, 1, 2.5), "seed_only": (-90, -80, 2, 1.0)}
+    rows = [{"user_id": user, "session_start": DEFAULT_START + timedelta(minutes=a),
+             "session_end": DEFAULT_START + timedelta(minutes=b), "event_count": n, "total_value": v}
+            for user, (a, b, n, v) in seeds.items()]
+    columns = {"user_id": "string", "session_start": "timestamp", "session_end": "timestamp", "event_count": "long",
+               "total_value": "double"}
+    delta_store.ensure_table(settings.layout.table("seed/open_sessions"), columns)
+    delta_store.append_rows(settings.layout.table("seed/open_sessions"), columns, rows)
+    initial = {r["user_id"]: [int(r["session_start"].timestamp()), int(r["session_end"].timestamp()),
+                              r["event_count"], r["total_value"]] for r in rows}
+    jobs = ("bronze_clickstream", "silver_clickstream", "gold_user_session_summaries")
+
+    first = generate(settings, events=1200, seed=17, files=4, users=20)
+    run_lineage(spark, settings, registry, jobs)
+    drops = [arrival_order(first.files)]
+    expected = expected_session_summaries(registry, drops, initial=initial)
+    assert len(expected) > 50 and summary_rows(settings) == expected
+    seeded = {s[0]: s for s in expected if s[0] in seeds and s[1] == initial[s[0]][0]}
+    assert set(seeded) == set(seeds)  # every seeded session was continued or closed, from its seeded start
+    assert seeded["seed_only"][3:5] == (2, 1.0)
+    assert seeded["user_00001"][3] > 4 or seeded["user_00002"][3] > 1  # at least one went on with new events
+
+    second = generate(settings, events=600, seed=18, files=2, users=20, start=DEFAULT_START + timedelta(hours=2))
+    run_lineage(spark, settings, registry, jobs)
+    drops.append(arrival_order(second.files))
+    assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)
+
+    transform["initial_state"] = "seed/missing_sessions"
+    missing = build_registry(raw, path)
+    with pytest.raises(ValueError, match=r"job 'gold_user_session_summaries': transform.initial_state: no Delta "
+                                         r"table at .*seed/missing_sessions"):
+        run_job(spark, settings, missing, "gold_user_session_summaries", AVAILABLE_NOW)
+    assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost

@@ -43,7 +43,8 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 def fingerprint(job: JobSpec, registry: Registry) -> dict[str, Any]:
     """The parts of `job`'s definition its checkpoint (offsets and state) depends on."""
-    transform = {k: v for k, v in _compact(job.transform).items() if k != "right"}
+    # an initial state seeds a new checkpoint only: an existing one does not depend on it
+    transform = {k: v for k, v in _compact(job.transform).items() if k not in ("right", "initial_state_table")}
     if isinstance(job.transform, StreamJoin):
         transform["right"] = job.transform.right.name
     sources = []

@@ -298,7 +298,7 @@ def _transform_spec(raw: dict, right: SourceSpec | None) -> TransformSpec:
         info = PROCESSORS[raw["processor"]]
         given = raw.get("params") or {}
         params = {name: param.parse(given.get(name, param.default)) for name, param in info.params.items()}
-        return StatefulProcess(info.name, keys, params)
+        return StatefulProcess(info.name, keys, params, raw.get("initial_state"))
     if kind == Deduplicate.kind:
         return Deduplicate(keys)
     aggregations = tuple(
@@ -491,7 +491,7 @@ def _expression_key(where: str, key: dict, problems: list[str]) -> dict[str, str
 
 def _processor_schema(where: str, transform: dict, schema: dict[str, str], problems: list[str]) -> dict[str, str]:
     """Validate a stateful_process's processor, its parameters and the input columns it reads; its output schema."""
-    unknown = set(transform) - {"kind", "processor", "keys", "params"}
+    unknown = set(transform) - {"kind", "processor", "keys", "params", "initial_state"}
     if unknown:
         problems.append(f"{where}: transform: unknown fields {sorted(unknown)}")
     info = PROCESSORS.get(transform.get("processor"))
@@ -499,6 +499,12 @@ def _processor_schema(where: str, transform: dict, schema: dict[str, str], probl
         problems.append(f"{where}: transform.processor: unknown processor {transform.get('processor')!r} "
                         f"(known: {', '.join(PROCESSORS)})")
         return {}
+    initial = transform.get("initial_state")
+    if initial is not None and info.initial_state_schema is None:
+        problems.append(f"{where}: transform.initial_state: {info.name} does not start from an initial state")
+    elif initial is not None and not (isinstance(initial, str) and _TABLE.match(initial)):
+        problems.append(f"{where}: transform.initial_state: {initial!r} must be a table like 'layer/name' under "
+                        "LAKEHOUSE_ROOT")
     for column, ctype in info.input_columns.items():
         if schema.get(column) != ctype:
             problems.append(f"{where}: transform.processor: {info.name} reads a {ctype} column {column!r}, which the "
@@ -517,7 +523,9 @@ def _processor_schema(where: str, transform: dict, schema: dict[str, str], probl
             param.parse(value)
         except ValueError as exc:
             problems.append(f"{where}: transform.params.{name}: {exc}")
-    return dict(info.output_schema)
+    keys = transform.get("keys") if isinstance(transform.get("keys"), list) else []
+    key_columns = {str(k): schema.get(str(k), "string") for k in keys} if info.keys_in_output else {}
+    return {**key_columns, **info.output_schema}
 
 
 def _positive_duration(where: str, field_name: str, value: Any, problems: list[str]) -> int | None:

@@ -39,8 +39,10 @@ class ProcessorInfo:
     time_mode: str  # Spark's timeMode: "EventTime" (the source's watermark drives the timers)
     input_columns: dict[str, str]  # columns the processor reads besides the keys and the event time: name -> type
     params: dict[str, ProcessorParam]
-    output_schema: dict[str, str]
+    output_schema: dict[str, str]  # after the job's key columns when keys_in_output
     alert_types: tuple[str, ...] = field(default=())  # the alert_type values it emits (alert processors)
+    keys_in_output: bool = False  # the output starts with the job's key columns
+    initial_state_schema: dict[str, str] | None = None  # columns (besides the keys) of an initial state table
 
 
 ALERTS_SCHEMA: dict[str, str] = {
@@ -50,6 +52,20 @@ ALERTS_SCHEMA: dict[str, str] = {
     "window_start": "timestamp",  # event time of the first event the alert counts
     "event_count": "long",
     "detail": "string",
+}
+
+SESSION_SUMMARY_SCHEMA: dict[str, str] = {
+    "session_start": "timestamp",  # the first event
+    "session_end": "timestamp",  # the last event
+    "event_count": "long",
+    "total_value": "double",  # sum of the events' values (null values count as 0)
+    "closed_at": "timestamp",  # session_end + gap: when the watermark closed it
+}
+OPEN_SESSION_SCHEMA: dict[str, str] = {  # an open session, as an initial state table holds it
+    "session_start": "timestamp",
+    "session_end": "timestamp",
+    "event_count": "long",
+    "total_value": "double",
 }
 
 PROCESSORS: dict[str, ProcessorInfo] = {
@@ -68,6 +84,18 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             },
             output_schema=ALERTS_SCHEMA,
             alert_types=("FRAUD_ALERT",),
+        ),
+        ProcessorInfo(
+            name="sessionizer",
+            class_path="spark_jobs.processors.sessionizer:Sessionizer",
+            description="per key, events at most `gap` apart form a session; when the watermark passes its last "
+                        "event + `gap`, an event-time timer closes it: its summary is emitted and its state removed",
+            time_mode="EventTime",
+            input_columns={"value": "double"},
+            params={"gap": ProcessorParam("duration", "30 minutes", "the inactivity that closes a session")},
+            output_schema=SESSION_SUMMARY_SCHEMA,
+            keys_in_output=True,
+            initial_state_schema=OPEN_SESSION_SCHEMA,
         ),
     )
 }

@@ -139,6 +139,7 @@ class StatefulProcess:
     processor: str  # a name in PROCESSORS
     keys: tuple[str, ...]
     params: dict[str, int]  # every parameter of the processor (defaults filled in); durations in seconds
+    initial_state_table: str | None = None  # a Delta table (layer/name) of state to start a new checkpoint from
     kind: ClassVar[str] = "stateful_process"
 
 

@@ -2,10 +2,10 @@
 
 :class:`EventTimeOrdered` is their common base: it makes a processor's result independent of how the input
 happens to be cut into micro-batches. Each key's events wait in state, each with an event-time timer; when
-the watermark passes an event's time, its timer fires and the events due are handed to
+the watermark reaches an event's time, its timer fires and the events due are handed to
 :meth:`EventTimeOrdered.on_event` in event-time order. An event at or before the watermark of the batch it
-arrives in is late and dropped (its turn has passed). After a key's last event, an idle timer removes the
-key's state once the watermark is `idle_after` past it. Timers fire only when batches run: a live job's
+arrives in is late and dropped (its turn has passed). Once the watermark is `idle_after` past a key's last
+event (an idle timer), :meth:`EventTimeOrdered.on_idle` may emit rows and the key's state is removed. Timers fire only when batches run: a live job's
 no-data batches, or the closing no-data batch of an available-now run, move them on.
 
 The catalogue that the registry validates jobs against is include/registry/processors.py.
@@ -58,7 +58,7 @@ class EventTimeOrdered(StatefulProcessor):
         self.params: dict[str, int] = dict(job.transform.params)
         self.event_time = job.source.event_time
         self.input_columns = list(info.input_columns)
-        self.output_columns = list(info.output_schema)
+        self.output_columns = ([*job.transform.keys] if info.keys_in_output else []) + list(info.output_schema)
         self.pending_schema = StructType([StructField(EVENT_MS, LongType())]
                                          + list(spark_schema(info.input_columns).fields))
 
@@ -72,8 +72,18 @@ class EventTimeOrdered(StatefulProcessor):
         """Handle one event (its time, then `input_columns` in order); the output rows."""
         raise NotImplementedError
 
+    def on_idle(self, key: tuple, idle_at_ms: int) -> list[dict[str, Any]]:
+        """The key went idle (its idle timer fired, `idle_after_ms` after its last event): its output rows; the
+        processor's own state is removed next (:meth:`clear_state`)."""
+        return []
+
     def clear_state(self) -> None:
         """Remove the processor's own state (the key went idle)."""
+
+    def open_from(self, key: tuple, row: dict[str, Any]) -> int | None:
+        """Load the key's state from a row of the initial state table; the event time (ms) of its last event,
+        from which the idle timer runs, or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not start from an initial state")
 
     # transformWithStateInPandas' interface.
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -96,32 +106,44 @@ class EventTimeOrdered(StatefulProcessor):
         return iter(())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        expiry = expiredTimerInfo.getExpiryTimeInMs()
+        # Every pending event the watermark has reached is handled at the key's first timer of the batch (its
+        # other timers then find nothing): a timer registered while timers fire would wait for the next batch.
+        watermark = timerValues.getCurrentWatermarkInMs()
         pending = list(self.pending.get()) if self.pending.exists() else []
-        due = sorted(p for p in pending if p[0] <= expiry)
-        if not due:
-            idle = self.idle_timer.get() if self.idle_timer.exists() else None
-            if idle is not None and idle[0] == expiry and not pending:
-                self.clear_state()
-                self.pending.clear()
-                self.idle_timer.clear()
-            return
-        rest = [p for p in pending if p[0] > expiry]
-        if rest:
-            self.pending.put(rest)
-        else:
-            self.pending.clear()
+        due = sorted(p for p in pending if p[0] <= watermark)
         output: list[dict[str, Any]] = []
-        for event_ms, *values in due:
-            output.extend(self.on_event(key, event_ms, tuple(values)))
-        if self.idle_after_ms:
-            if self.idle_timer.exists():
-                self.handle.deleteTimer(self.idle_timer.get()[0])
-            idle_at = due[-1][0] + self.idle_after_ms
-            self.handle.registerTimer(idle_at)
-            self.idle_timer.update((idle_at,))
+        if due:
+            rest = [p for p in pending if p[0] > watermark]
+            if rest:
+                self.pending.put(rest)
+            else:
+                self.pending.clear()
+            for event_ms, *values in due:
+                output.extend(self.on_event(key, event_ms, tuple(values)))
+            self._restart_idle_timer(due[-1][0])
+        idle = self.idle_timer.get()[0] if self.idle_timer.exists() else None
+        if idle is not None and idle <= watermark:  # idle since its last event: close, remove the state
+            output.extend(self.on_idle(key, idle))
+            self.clear_state()
+            self.handle.deleteTimer(idle)
+            self.idle_timer.clear()
         if output:
             yield pd.DataFrame(output, columns=self.output_columns)
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        """A key of the initial state table (first batch of a new checkpoint only)."""
+        last_ms = self.open_from(key, initialState.iloc[0].to_dict())
+        if last_ms is not None:
+            self._restart_idle_timer(last_ms)
+
+    def _restart_idle_timer(self, last_event_ms: int) -> None:
+        if not self.idle_after_ms:
+            return
+        if self.idle_timer.exists():
+            self.handle.deleteTimer(self.idle_timer.get()[0])
+        idle_at = last_event_ms + self.idle_after_ms
+        self.handle.registerTimer(idle_at)
+        self.idle_timer.update((idle_at,))
 
     def close(self) -> None:
         pass

@@ -170,6 +170,52 @@ class FraudAlerts(Stage):
         return []
 
 
+class Sessionizer(Stage):
+    """`sessionizer`: events accepted and ordered as for FraudAlerts; per user, an event at most `gap` after the
+    session's last event extends it, a later one closes it; a session also closes once the eviction watermark
+    reaches its last event + gap. Summaries: (user, start, end, count, total, closed_at)."""
+
+    def __init__(self, delay: int, gap: int, initial: dict[str, list] | None = None):
+        super().__init__(delay)
+        self.gap = gap
+        self.pending: list[tuple] = []
+        self.open: dict[str, list] = {user: list(s) for user, s in (initial or {}).items()}  # [start, end, n, total]
+        self.summaries: list[tuple] = []
+
+    def _close(self, user: str) -> None:
+        start, end, count, total = self.open.pop(user)
+        self.summaries.append((user, start, end, count, total, end + self.gap))
+
+    def batch(self, rows, late, evict):
+        self.pending += [(r["user_id"], r["t"], r["value"] or 0.0) for r in rows if r["t"] > evict]
+        due = sorted(p for p in self.pending if p[1] <= evict)
+        self.pending = [p for p in self.pending if p[1] > evict]
+        for user, t, value in due:
+            if user in self.open and self.open[user][1] + self.gap < t:
+                self._close(user)
+            if user in self.open:
+                self.open[user][1:] = [t, self.open[user][2] + 1, self.open[user][3] + value]
+            else:
+                self.open[user] = [t, t, 1, value]
+        for user in [u for u, s in self.open.items() if s[1] + self.gap <= evict]:
+            self._close(user)
+        return []
+
+
+def expected_session_summaries(registry: Registry, drops: list[list[Path]], job_id: str = "gold_user_session_summaries",
+                               initial: dict[str, list] | None = None) -> list[tuple]:
+    """The sorted summaries of a sessionizer job reading silver/clickstream, over `drops` of clickstream files."""
+    job = registry.job(job_id)
+    silver_job, bronze_job = registry.job("silver_clickstream"), registry.job("bronze_clickstream")
+    silver = Deduplicate(silver_job.source.watermark_seconds)
+    sessions = Sessionizer(job.source.watermark_seconds, job.transform.params["gap"], initial)
+    for files in drops:
+        bronze = [b for b in bronze_batches(files, bronze_job.source.admission(True)) if b]
+        deduplicated = silver.run(admitted_commits(bronze, silver_job.source.admission(True)))
+        sessions.run(admitted_commits(deduplicated, job.source.admission(True)))
+    return sorted(sessions.summaries)
+
+
 def expected_alerts(registry: Registry, drops: list[list[Path]], job_id: str = "gold_fraud_alerts") -> list[tuple]:
     """The sorted alert rows (entity, alert_time, window_start, event_count) of a fraud_alerts job over
     `drops` (landing files of logins per run of the whole lineage, in arrival order)."""

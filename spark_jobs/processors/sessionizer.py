@@ -1,0 +1,58 @@
+"""`sessionizer`: per key, events at most `gap` apart form a session; an event-time timer closes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessorHandle
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+from include.registry import JobSpec
+from spark_jobs.processors import EventTimeOrdered, epoch_ms, timestamp
+
+OPEN = StructType([StructField("start_ms", LongType()), StructField("last_ms", LongType()),
+                   StructField("events", LongType()), StructField("total", DoubleType())])
+
+
+class Sessionizer(EventTimeOrdered):
+    """The open session of a key (first and last event, count, total value). An event more than `gap` after
+    the last one closes it (its summary is emitted) and opens the next; the idle timer at last event + gap
+    closes the last one and removes the key's state. An initial state table opens sessions for its keys."""
+
+    def __init__(self, job: JobSpec):
+        super().__init__(job)
+        self.gap_ms = self.params["gap"] * 1000
+        self.idle_after_ms = self.gap_ms
+        self.keys = list(job.transform.keys)
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.session = handle.getValueState("session", OPEN)
+
+    def on_event(self, key: tuple, event_ms: int, values: tuple) -> list[dict[str, Any]]:
+        (value,) = values
+        value = 0.0 if value is None or pd.isna(value) else float(value)
+        current = self.session.get() if self.session.exists() else None
+        if current is not None and event_ms - current[1] <= self.gap_ms:
+            self.session.update((current[0], event_ms, current[2] + 1, current[3] + value))
+            return []
+        self.session.update((event_ms, event_ms, 1, value))
+        return [self._summary(key, current)] if current is not None else []
+
+    def on_idle(self, key: tuple, idle_at_ms: int) -> list[dict[str, Any]]:
+        return [self._summary(key, self.session.get())] if self.session.exists() else []
+
+    def clear_state(self) -> None:
+        self.session.clear()
+
+    def open_from(self, key: tuple, row: dict[str, Any]) -> int | None:
+        start, end = (int(epoch_ms(pd.Series([row[c]]))[0]) for c in ("session_start", "session_end"))
+        total = row.get("total_value")
+        self.session.update((start, end, int(row["event_count"]), 0.0 if pd.isna(total) else float(total)))
+        return end
+
+    def _summary(self, key: tuple, session: tuple) -> dict[str, Any]:
+        start_ms, last_ms, events, total = session
+        return {**dict(zip(self.keys, key, strict=True)), "session_start": timestamp(start_ms),
+                "session_end": timestamp(last_ms), "event_count": int(events), "total_value": float(total),
+                "closed_at": timestamp(last_ms + self.gap_ms)}
