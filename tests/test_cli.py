@@ -115,7 +115,8 @@ def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings,
                  "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
                  "data quality report: " + str(settings.layout.data_docs / "index.html"),
                  "pipeline-health report: " + str(settings.layout.health_report_index), "gold/alerts",
-                 "data quality gold/alerts: passed", "data quality gold/user_running_totals: passed"):
+                 "data quality gold/alerts: passed", "data quality gold/user_running_totals: passed",
+                 "data quality gold/user_session_summaries: passed"):
         assert text in result.stdout
     gold = delta_store.read_table(settings.layout.table("gold/user_activity_5m"))
     assert gold.num_rows > 0 and min(gold["event_count"].to_pylist()) >= 1

@@ -290,7 +290,7 @@ def test_quality_section_configures_the_suite(raw):
     (JOB, "strict", f"job '{JOB}': quality: must be a mapping"),
     ("silver_clickstream", {"freshness_lag": "1 hour"},
      "job 'silver_clickstream': quality: only window_aggregate, session_aggregate, stream_join, running_aggregate jobs and "
-     "stateful_process jobs of an alert processor have quality suites"),
+     "stateful_process jobs of a processor with a suite have quality suites"),
 ])
 def test_quality_section_errors_name_job_and_field(raw, job, section, problem):
     raw = copy.deepcopy(raw)

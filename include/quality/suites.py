@@ -8,8 +8,9 @@ one table spec class per kind, on a common :class:`TableSpec` base.
   same key, count, future, uniqueness, freshness and reconciliation checks.
 - :class:`JoinTable` (``stream_join``): one row per (left key, right key), the join bound, unmatched
   rows without right values, uniqueness and freshness.
-- :class:`AlertTable` (``stateful_process`` with an alert processor): alerts inside the rule's window,
-  one alert per burst, uniqueness and freshness (the job's watermark).
+- :class:`ProcessorTable` (``stateful_process``, by the processor's ``suite``): :class:`AlertTable` (alerts
+  inside the rule's window, one alert per burst) and :class:`SessionSummaryTable` (session bounds, a key's
+  sessions apart); both unique and fresh up to the job's watermark.
 
 Each :class:`Check` names one expectation of :mod:`include.registry.checks` and how Great Expectations
 evaluates it: row checks run on the gold rows plus the derived columns each spec declares in
@@ -428,14 +429,46 @@ class RunningTable(TableSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AlertTable(TableSpec):
-    """A stateful_process sink of alerts (the processor catalogue's ALERTS_SCHEMA): each alert counts the events
-    of one burst, from window_start to alert_time, within the rule's window; the processor starts counting
-    again after an alert, so an entity's alerts of a type do not overlap."""
+class ProcessorTable(TableSpec):
+    """A stateful_process sink: each row final when emitted, the table complete up to the job's watermark
+    (its freshness). Per group, a row spans `start_column`..`end_column`; a group's rows form a sequence in
+    which none starts within `apart_seconds` of the previous one's end (:attr:`overlap_metric`)."""
+
+    apart_seconds: int = 0
+    start_column: ClassVar[str]
+    end_column: ClassVar[str]
+    overlap_check: ClassVar[str]
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The columns of a sequence."""
+        raise NotImplementedError
+
+    @property
+    def overlap_metric(self) -> str:
+        return f"overlapping_{self.noun}s"
+
+    def _overlap_check(self, description: str, overrides: dict[str, str]) -> Check:
+        return self._check(self.overlap_check, "ExpectColumnMaxToBeBetween",
+                           {"column": self.overlap_metric, "max_value": 0}, description, overrides)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertTable(ProcessorTable):
+    """The sink of an alert processor (the catalogue's ALERTS_SCHEMA): each alert counts the events of one
+    burst, from window_start to alert_time, within the rule's window; the processor starts counting again
+    after an alert, so an entity's alerts of a type do not overlap."""
 
     within_seconds: int  # the rule's window
 
     noun: ClassVar[str] = "alert"
+    start_column: ClassVar[str] = "window_start"
+    end_column: ClassVar[str] = "alert_time"
+    overlap_check: ClassVar[str] = "one_alert_per_burst"
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return ("alert_type", "entity")
 
     @property
     def unique_key(self) -> tuple[str, ...]:
@@ -462,9 +495,63 @@ class AlertTable(TableSpec):
         checks.append(self._check("event_count_positive", "ExpectColumnValuesToBeBetween",
                                   {"column": "event_count", "min_value": 1}, "event_count is at least 1", overrides))
         checks += self._uniqueness_and_freshness(f"{self.job_id}'s watermark", overrides)
-        checks.append(self._check("one_alert_per_burst", "ExpectColumnMaxToBeBetween",
-                                  {"column": "overlapping_alerts", "max_value": 0},
-                                  "no alert starts at or before the previous alert of its entity and type", overrides))
+        checks.append(self._overlap_check("no alert starts at or before the previous alert of its entity and type",
+                                          overrides))
+        return checks
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSummaryTable(ProcessorTable):
+    """The sink of the `sessionizer` processor: per key, sessions of events at most the gap apart, from
+    session_start to session_end (its first and last event), closed at session_end + gap; a key's sessions are
+    more than the gap apart (else they would be one)."""
+
+    keys: tuple[str, ...]
+
+    noun: ClassVar[str] = "session"
+    start_column: ClassVar[str] = "session_start"
+    end_column: ClassVar[str] = "session_end"
+    overlap_check: ClassVar[str] = "sessions_apart"
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return self.keys
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        return (*self.keys, "session_start")
+
+    @property
+    def freshness_column(self) -> str:
+        return "session_end"
+
+    @property
+    def row_columns(self) -> tuple[str, ...]:
+        return (*self.keys, "session_start", "session_end", "event_count", "total_value", "closed_at")
+
+    def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        return {"_seconds_in_future": ops.seconds("session_start") - now_epoch,
+                "_session_span_seconds": ops.exact_seconds("session_end") - ops.exact_seconds("session_start"),
+                "_close_delay_seconds": ops.exact_seconds("closed_at") - ops.exact_seconds("session_end")}
+
+    def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        gap = self.apart_seconds
+        checks = [
+            self._check("summary_span", "ExpectColumnValuesToBeBetween",
+                        {"column": "_session_span_seconds", "min_value": 0},
+                        "session_end is not before session_start", overrides),
+            self._check("closed_after_gap", "ExpectColumnValuesToBeBetween",
+                        {"column": "_close_delay_seconds", "min_value": gap, "max_value": gap},
+                        f"closed_at is session_end + {gap} s (the gap)", overrides)]
+        checks += self._time_and_key_checks("session_start", (*self.keys, "session_start", "session_end"), overrides)
+        checks.append(self._check("event_count_positive", "ExpectColumnValuesToBeBetween",
+                                  {"column": "event_count", "min_value": 1}, "event_count is at least 1", overrides))
+        checks.append(self._check("values_in_range", "ExpectColumnValuesToBeBetween",
+                                  {"column": "total_value", "min_value": 0, "max_value": 1e12},
+                                  "total_value is between 0 and 1e12", overrides))
+        checks += self._uniqueness_and_freshness(f"{self.job_id}'s watermark", overrides)
+        checks.append(self._overlap_check(f"no session of a key starts within {gap} s of the end of the previous "
+                                          "one (they would be one session)", overrides))
         return checks
 
 
@@ -543,10 +630,18 @@ def running_table(job: JobSpec, registry: Registry | None = None) -> RunningTabl
     return spec
 
 
-def alert_table(job: JobSpec, registry: Registry | None = None) -> AlertTable:
-    """The spec and checks of an alert processor's sink table (default lag: watermark + the rule's window)."""
-    within = job.transform.params["within"]
-    spec = AlertTable(**_common(job, job.source.watermark_seconds + within), within_seconds=within)
+def processor_table(job: JobSpec, registry: Registry | None = None) -> ProcessorTable:
+    """The spec and checks of a stateful_process job's sink table, by the processor's suite (alerts: default lag
+    watermark + the rule's window; session summaries: watermark + gap)."""
+    params, suite = job.transform.params, PROCESSORS[job.transform.processor].suite
+    if suite == "alerts":
+        spec: ProcessorTable = AlertTable(**_common(job, job.source.watermark_seconds + params["within"]),
+                                          within_seconds=params["within"])
+    elif suite == "session_summaries":
+        spec = SessionSummaryTable(**_common(job, job.source.watermark_seconds + params["gap"]),
+                                   keys=job.transform.keys, apart_seconds=params["gap"])
+    else:
+        raise ValueError(f"job {job.id!r}: processor {job.transform.processor!r} has no quality suite")
     spec.checks.extend(spec.make_checks(job.quality.severity))
     return spec
 
@@ -556,15 +651,15 @@ SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
     WindowAggregate.kind: windowed_table,
     SessionAggregate.kind: session_table,
     StreamJoin.kind: join_table,
-    StatefulProcess.kind: alert_table,
+    StatefulProcess.kind: processor_table,
     RunningAggregate.kind: running_table,
 }
 
 
 def has_suite(job: JobSpec) -> bool:
-    """The job's sink has a quality suite: its kind has a builder (a stateful_process: an alert processor)."""
+    """The job's sink has a quality suite: its kind has a builder (a stateful_process: its processor has one)."""
     if isinstance(job.transform, StatefulProcess):
-        return bool(PROCESSORS[job.transform.processor].alert_types)
+        return bool(PROCESSORS[job.transform.processor].suite)
     return job.transform_kind in SUITE_BUILDERS
 
 

@@ -13,8 +13,10 @@ row of metrics (what the Great Expectations table suite asserts on) plus the obs
   their key is active (an always-active user has no finalized session at all), the end of the
   earliest source session (sessionized as for reconciliation) that closed after the table's latest
   session_end and that the table lacks -- none: the table is up to date.
-- Alerts: freshness is the gold job's watermark (alerts are rare; the table is complete up to it), and
-  ``overlapping_alerts`` counts alerts that start at or before the previous alert of their entity and type.
+- Stateful processors' tables (alerts, session summaries): freshness is the gold job's watermark (each row is
+  final when emitted and alerts are rare: the table is complete up to it); ``overlapping_alerts`` counts
+  alerts that start at or before the previous alert of their entity and type, ``overlapping_sessions``
+  sessions of a key that start within the gap of the previous one's end.
 - Reconciliation (windows and sessions, see :mod:`include.quality.reconciliation`): finalized rows are
   those ending at or before the gold job's watermark, read from its checkpoint (the offset log entry
   of its latest committed batch). Without a checkpoint (tables written by other means), the
@@ -44,8 +46,8 @@ from include.quality.reconciliation import (
 )
 from include.quality.suites import (
     AggregateTable,
-    AlertTable,
     JoinTable,
+    ProcessorTable,
     RunningTable,
     SessionTable,
     TableSpec,
@@ -125,7 +127,7 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         watermark, watermark_source = gold_watermark(settings, spec, source.latest)
     else:
         span = source_span(settings, spec)
-        if isinstance(spec, AlertTable):
+        if isinstance(spec, ProcessorTable):
             watermark, watermark_source = gold_watermark(settings, spec, span.latest)
     # sessionizing the source per key needs the key columns (not SQL expressions over them)
     sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) and spec.source_keys else None
@@ -143,7 +145,7 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         missing = None if span.latest is None else sessions.earliest_missing_end(latest_end, closed_by=span.latest)
         freshness["earliest_missing_session_end"] = _iso(missing)
         reference = missing if missing is not None else span.latest
-    elif isinstance(spec, AlertTable):  # alerts are rare: the table is complete up to the job's watermark
+    elif isinstance(spec, ProcessorTable):  # rows are final when emitted: the table is complete up to the watermark
         freshness.update(watermark=_iso(watermark), watermark_source=watermark_source)
         reference = watermark if watermark is not None else span.earliest
     else:
@@ -160,10 +162,10 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         decreased = decreased_totals(settings, spec, version, validated_before)
         metrics["decreased_totals"] = decreased["decreased_totals"]
         details["totals_never_decrease"] = decreased
-    if isinstance(spec, AlertTable):
-        overlapping = overlapping_alerts(settings, spec, version)
-        metrics["overlapping_alerts"] = overlapping["overlapping_alerts"]
-        details["one_alert_per_burst"] = overlapping
+    if isinstance(spec, ProcessorTable):
+        found = overlapping(settings, spec, version)
+        metrics[spec.overlap_metric] = found[spec.overlap_metric]
+        details[spec.overlap_check] = found
     if isinstance(spec, AggregateTable) and counts:
         if watermark is None:
             reconciled = {spec.unreconciled_metric: 0, f"finalized_{spec.noun}s": 0}
@@ -176,18 +178,19 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
     return TableMetrics(metrics, details, gold.num_rows)
 
 
-def overlapping_alerts(settings: Settings, spec: AlertTable, version: int) -> dict[str, Any]:
-    """Alerts that start (window_start) at or before the previous alert of their entity and type was raised
-    (among distinct alerts: a repeated row is the uniqueness check's finding)."""
-    columns = ["alert_type", "entity", "window_start", "alert_time"]
-    alerts = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns).to_pandas()
-    alerts = alerts.dropna().drop_duplicates(list(spec.unique_key))
-    alerts = alerts.sort_values(columns[:2] + ["alert_time", "window_start"])
-    previous = alerts.groupby(columns[:2])["alert_time"].shift()
-    overlapping = alerts[alerts["window_start"] <= previous]
-    examples = [{"alert_type": r.alert_type, "entity": r.entity, "window_start": r.window_start.isoformat(),
-                 "alert_time": r.alert_time.isoformat()} for r in overlapping.head(5).itertuples()]
-    return {"overlapping_alerts": len(overlapping), "alerts": len(alerts), "examples": examples}
+def overlapping(settings: Settings, spec: ProcessorTable, version: int) -> dict[str, Any]:
+    """Rows that start at or within `apart_seconds` after the end of the previous row of their group: alerts
+    starting at or before the previous alert of their entity and type was raised, sessions of a key within
+    the gap of the previous one (among distinct rows: a repeated row is the uniqueness check's finding)."""
+    groups, start, end = list(spec.groups), spec.start_column, spec.end_column
+    rows = delta_store.read_table(settings.layout.table(spec.table), version=version,
+                                  columns=list(dict.fromkeys([*groups, start, end, *spec.unique_key]))).to_pandas()
+    rows = rows.dropna().drop_duplicates(list(spec.unique_key)).sort_values([*groups, end, start])
+    previous_end = rows.groupby(groups)[end].shift()
+    found = rows[rows[start] <= previous_end + pd.Timedelta(seconds=spec.apart_seconds)]
+    examples = [{**{c: getattr(r, c) for c in groups}, start: getattr(r, start).isoformat(),
+                 end: getattr(r, end).isoformat()} for r in found.head(5).itertuples()]
+    return {spec.overlap_metric: len(found), f"{spec.noun}s": len(rows), "examples": examples}
 
 
 def decreased_totals(settings: Settings, spec: RunningTable, version: int, validated_before: int | None) -> dict[str, Any]:

@@ -40,7 +40,8 @@ CHECKS: dict[str, CheckInfo] = {
     "unmatched_one_sided": CheckInfo(BLOCKING, "rows", "right or full outer joins: unmatched rows have every "
                                                        "column of one side null (right outer: the left side)"),
     "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key); alerts: per (alert_type, "
-                                                "entity, alert_time)"),
+                                                "entity, alert_time); session summaries: per (keys, "
+                                                "session_start)"),
     # running totals (running_aggregate)
     "totals_never_decrease": CheckInfo(BLOCKING, "table", "no key's row count went down or vanished since the "
                                                           "version validated before"),
@@ -48,6 +49,11 @@ CHECKS: dict[str, CheckInfo] = {
     "alert_in_window": CheckInfo(BLOCKING, "rows", "alert_time - window_start is between 0 and the rule's window"),
     "one_alert_per_burst": CheckInfo(BLOCKING, "table", "an entity's alerts do not overlap: each starts after the "
                                                         "previous one of its type was raised"),
+    # session summaries (stateful_process with the sessionizer)
+    "summary_span": CheckInfo(BLOCKING, "rows", "session_end (the last event) is not before session_start"),
+    "closed_after_gap": CheckInfo(BLOCKING, "rows", "closed_at is session_end + the gap"),
+    "sessions_apart": CheckInfo(BLOCKING, "table", "a key's sessions do not overlap: each starts more than the "
+                                                   "gap after the end of the previous one"),
     # every kind (keys: the grouping keys; joins: the left key and the matched column)
     "no_future_windows": CheckInfo(BLOCKING, "rows", "no window or session starts (no joined left event time "
                                                      "lies) after the validation time"),
@@ -59,7 +65,8 @@ CHECKS: dict[str, CheckInfo] = {
                                               "latest source event: windows, its latest finalized window_end; "
                                               "joins, its latest left event time; sessions, the end of the "
                                               "earliest source session closed after its latest session_end "
-                                              "that it lacks (none: up to date); alerts, the job's watermark"),
+                                              "that it lacks (none: up to date); alerts and session "
+                                              "summaries, the job's watermark"),
     "reconciliation": CheckInfo(BLOCKING, "table", "per finalized window or session, the count equals the "
                                                    "distinct source events in it, less at most those that "
                                                    "reached the source after the job's watermark could have "

@@ -851,9 +851,9 @@ def _validate_quality(where: str, raw: Any, transform: dict, problems: list[str]
         problems.append(f"{where}: quality: must be a mapping with 'freshness_lag' and/or 'severity'")
         return QualitySpec()
     info = PROCESSORS.get(transform.get("processor")) if transform.get("kind") == StatefulProcess.kind else None
-    if transform.get("kind") not in QUALITY_KINDS or (info is not None and not info.alert_types):
+    if transform.get("kind") not in QUALITY_KINDS or (info is not None and not info.suite):
         problems.append(f"{where}: quality: only {', '.join(QUALITY_KINDS[:-1])} jobs and stateful_process jobs "
-                        "of an alert processor have quality suites")
+                        "of a processor with a suite have quality suites")
     unknown = set(raw) - {"freshness_lag", "severity"}
     if unknown:
         problems.append(f"{where}: quality: unknown fields {sorted(unknown)}")

@@ -41,6 +41,7 @@ class ProcessorInfo:
     params: dict[str, ProcessorParam]
     output_schema: dict[str, str]  # after the job's key columns when keys_in_output
     alert_types: tuple[str, ...] = field(default=())  # the alert_type values it emits (alert processors)
+    suite: str = ""  # the quality suite of its sink (include/quality/suites.py): "alerts", "session_summaries"
     keys_in_output: bool = False  # the output starts with the job's key columns
     initial_state_schema: dict[str, str] | None = None  # columns (besides the keys) of an initial state table
 
@@ -84,6 +85,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             },
             output_schema=ALERTS_SCHEMA,
             alert_types=("FRAUD_ALERT",),
+            suite="alerts",
         ),
         ProcessorInfo(
             name="sessionizer",
@@ -96,6 +98,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             output_schema=SESSION_SUMMARY_SCHEMA,
             keys_in_output=True,
             initial_state_schema=OPEN_SESSION_SCHEMA,
+            suite="session_summaries",
         ),
     )
 }

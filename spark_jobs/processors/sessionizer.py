@@ -18,7 +18,9 @@ OPEN = StructType([StructField("start_ms", LongType()), StructField("last_ms", L
 class Sessionizer(EventTimeOrdered):
     """The open session of a key (first and last event, count, total value). An event more than `gap` after
     the last one closes it (its summary is emitted) and opens the next; the idle timer at last event + gap
-    closes the last one and removes the key's state. An initial state table opens sessions for its keys."""
+    closes the last one and removes the key's state. An initial state table opens sessions for its keys; as
+    events come in event-time order, only such a seeded session can see an event before its start: within
+    the gap it extends the session back, beyond it the event is dropped (its session was closed elsewhere)."""
 
     def __init__(self, job: JobSpec):
         super().__init__(job)
@@ -33,9 +35,13 @@ class Sessionizer(EventTimeOrdered):
         (value,) = values
         value = 0.0 if value is None or pd.isna(value) else float(value)
         current = self.session.get() if self.session.exists() else None
-        if current is not None and event_ms - current[1] <= self.gap_ms:
-            self.session.update((current[0], event_ms, current[2] + 1, current[3] + value))
-            return []
+        if current is not None:
+            start, last, events, total = current
+            if start - self.gap_ms <= event_ms <= last + self.gap_ms:
+                self.session.update((min(start, event_ms), max(last, event_ms), events + 1, total + value))
+                return []
+            if event_ms < start:  # before a seeded session, beyond its gap: its session was closed elsewhere
+                return []
         self.session.update((event_ms, event_ms, 1, value))
         return [self._summary(key, current)] if current is not None else []
 

@@ -173,7 +173,8 @@ class FraudAlerts(Stage):
 class Sessionizer(Stage):
     """`sessionizer`: events accepted and ordered as for FraudAlerts; per user, an event at most `gap` after the
     session's last event extends it, a later one closes it; a session also closes once the eviction watermark
-    reaches its last event + gap. Summaries: (user, start, end, count, total, closed_at)."""
+    reaches its last event + gap. A seeded (initial) session also takes events up to `gap` before its start;
+    earlier ones are dropped. Summaries: (user, start, end, count, total, closed_at)."""
 
     def __init__(self, delay: int, gap: int, initial: dict[str, list] | None = None):
         super().__init__(delay)
@@ -191,12 +192,15 @@ class Sessionizer(Stage):
         due = sorted(p for p in self.pending if p[1] <= evict)
         self.pending = [p for p in self.pending if p[1] > evict]
         for user, t, value in due:
-            if user in self.open and self.open[user][1] + self.gap < t:
+            session = self.open.get(user)
+            if session and session[0] - self.gap <= t <= session[1] + self.gap:
+                self.open[user] = [min(session[0], t), max(session[1], t), session[2] + 1, session[3] + value]
+                continue
+            if session and t < session[0]:  # before a seeded session, beyond its gap: dropped
+                continue
+            if session:
                 self._close(user)
-            if user in self.open:
-                self.open[user][1:] = [t, self.open[user][2] + 1, self.open[user][3] + value]
-            else:
-                self.open[user] = [t, t, 1, value]
+            self.open[user] = [t, t, 1, value]
         for user in [u for u, s in self.open.items() if s[1] + self.gap <= evict]:
             self._close(user)
         return []
