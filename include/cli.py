@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--files", type=positive_int, default=10)
     gen.add_argument("--start", type=_timestamp, help="event time of the first event (default 2026-01-01T00:00:00Z)")
     gen.add_argument("--events-per-minute", type=float, default=20.0)
+    gen.add_argument("--users", type=positive_int,
+                     help="distinct users (service_logs: services); default: one per 100 events (200), at least 5")
     gen.add_argument("--duplicate-fraction", type=_fraction, default=0.02)
     gen.add_argument("--out-of-order-fraction", type=_fraction, default=0.05)
     gen.add_argument("--late-fraction", type=_fraction, default=0.01)
@@ -113,7 +115,7 @@ def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
         raise ValueError(f"unknown source {args.source!r}; the registry's landing sources: {sorted(sources)}")
     config = GeneratorConfig(
         events=args.events, seed=args.seed, files=args.files, start=args.start or DEFAULT_START,
-        events_per_minute=args.events_per_minute, duplicate_fraction=args.duplicate_fraction,
+        events_per_minute=args.events_per_minute, users=args.users, duplicate_fraction=args.duplicate_fraction,
         out_of_order_fraction=args.out_of_order_fraction, late_fraction=args.late_fraction,
         malformed_fraction=args.malformed_fraction,
     )

@@ -1,4 +1,4 @@
-"""Deterministic test data: clickstream events, their payments, and login attempts, as JSON lines.
+"""Deterministic test data: clickstream events, their payments, login attempts and service logs, as JSON lines.
 
 Clickstream: JSON lines with duplicates, disorder, late and malformed lines.
 
@@ -15,6 +15,9 @@ duplicates and malformed lines at the configured fractions.
 
 Logins (:func:`generate_login_lines`) follow the clickstream's timeline rules (disorder, late, duplicate and
 malformed lines); a tenth of the users are under attack (bursts of failed logins).
+
+Service logs (:func:`generate_service_log_lines`) follow the same rules; one service in five goes silent for
+the middle third of the timeline and comes back.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ PAYMENT_MALFORMED_KINDS = ("malformed_json", "missing_payment_time", "unparseabl
                            "missing_payment_id")
 LOGIN_MALFORMED_KINDS = ("malformed_json", "missing_event_time", "unparseable_event_time", "missing_user_id",
                          "missing_outcome")
+SERVICE_LOG_MALFORMED_KINDS = ("malformed_json", "missing_event_time", "unparseable_event_time", "missing_service",
+                               "missing_level")
+LOG_LEVELS = (("INFO", 0.8), ("WARN", 0.15), ("ERROR", 0.05))
 LOGIN_FAILURE, LOGIN_ATTACK_FAILURE = 0.2, 0.9  # failure rates of ordinary users and of users under attack
 PAID_WITHIN = (0, 25 * 60)  # seconds after the purchase
 PAID_AFTER = (35 * 60, 90 * 60)
@@ -139,6 +145,25 @@ def generate_login_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
     return _timeline(config, random.Random(f"logins:{config.seed}"), login, LOGIN_MALFORMED_KINDS)
 
 
+def generate_service_log_lines(config: GeneratorConfig) -> tuple[list[str], Counter]:
+    """Log lines (service, level, event_time) in arrival order, from `config.users` services (default: one per
+    200 records, at least 5). Services 0, 5, 10, ... are silent during the middle third of the timeline (their
+    records there go to the other services) and log again afterwards: what `stale_services` reports."""
+    services = [f"svc_{s:03d}" for s in range(config.users or max(5, config.events // 200))]
+    span = timedelta(seconds=config.events * 60.0 / config.events_per_minute)
+    quiet_from, quiet_until = config.start + span / 3, config.start + span * 2 / 3
+    silent = set(services[::5])
+
+    def log_line(rng: random.Random, event_time: datetime) -> dict:
+        service = rng.choice(services)
+        if service in silent and quiet_from <= event_time < quiet_until:
+            service = rng.choice([s for s in services if s not in silent] or services)
+        level = rng.choices([name for name, _ in LOG_LEVELS], [weight for _, weight in LOG_LEVELS])[0]
+        return {"service": service, "level": level, "event_time": _iso(event_time, rng)}
+
+    return _timeline(config, random.Random(f"service_logs:{config.seed}"), log_line, SERVICE_LOG_MALFORMED_KINDS)
+
+
 def _timeline(config: GeneratorConfig, rng: random.Random, make_record, malformed_kinds: tuple[str, ...],
               number_field: str = "value") -> tuple[list[str], Counter]:
     """`config.events` records made by `make_record(rng, event_time)`, as lines in arrival order: on time,
@@ -230,7 +255,8 @@ def generate_payment_lines(config: GeneratorConfig) -> tuple[list[str], Counter]
     return lines, kinds
 
 
-LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines, "logins": generate_login_lines}
+LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines, "logins": generate_login_lines,
+                   "service_logs": generate_service_log_lines}
 
 
 def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:

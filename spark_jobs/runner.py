@@ -22,7 +22,7 @@ from include.checkpoints.plan import (
 from include.checkpoints.validate import check_job_files
 from include.ops import lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
-from include.registry import JobSpec, Registry, Trigger
+from include.registry import PROCESSORS, JobSpec, Registry, StatefulProcess, Trigger
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from include.storage import delta as delta_store
@@ -112,10 +112,19 @@ def require_resume(settings: Settings, registry: Registry, job: JobSpec) -> None
         write_fingerprint(checkpoint, fingerprint(job, registry))
 
 
-def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int) -> None:
-    """Session confs a new query picks up (Spark pins them in the checkpoint)."""
+def processing_time_processor(job: JobSpec) -> bool:
+    """The job runs a stateful processor on processing-time timers."""
+    return isinstance(job.transform, StatefulProcess) and PROCESSORS[job.transform.processor].time_mode == "ProcessingTime"
+
+
+def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int, trigger: Trigger | None = None) -> None:
+    """Session confs a new query picks up (Spark pins most of them in the checkpoint)."""
     state = job.state_store
     conf = spark.conf
+    # Spark runs a no-data batch after every batch of a processing-time stateful processor (its timers may be
+    # due): under available-now that never ends, so such a run takes batches with new input only.
+    conf.set("spark.sql.streaming.noDataMicroBatches.enabled",
+             str(not (trigger and trigger.available_now and processing_time_processor(job))).lower())
     conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     conf.set(
         "spark.sql.streaming.stateStore.providerClass",
@@ -164,7 +173,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
     require_resume(settings, registry, job)
     ensure_job_tables(spark, settings, registry, job)
-    configure_session(spark, job, partitions)
+    configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)
     recorder.track(job.id, settings)
     checkpoint = settings.layout.checkpoint(job.id)

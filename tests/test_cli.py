@@ -54,6 +54,12 @@ def test_generate_command_is_deterministic(settings, lakehouse_env):
     first = [f.read_text() for f in files]
     assert run_cli(args, lakehouse_env, timeout=60).returncode == 0
     assert [f.read_text() for f in sorted(settings.layout.landing("landing/clickstream").iterdir())] == first
+    services = ["generate", "--source", "service_logs", "--events", "600", "--seed", "9", "--files", "1",
+                "--users", "7"]
+    assert run_cli(services, lakehouse_env, timeout=60).returncode == 0
+    (logs,) = settings.layout.landing("landing/service_logs").iterdir()
+    named = {json.loads(line).get("service") for line in logs.read_text().splitlines() if line.endswith("}")}
+    assert named - {None} == {f"svc_{s:03d}" for s in range(7)}
 
 
 @pytest.mark.spark

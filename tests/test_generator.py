@@ -83,3 +83,32 @@ def test_payments_have_their_own_malformed_lines_and_unknown_sources_are_refused
                          "missing_payment_id"}
     with pytest.raises(ValueError, match="no test-data generator for source 'refunds'"):
         write_landing(tmp_path, "refunds", GeneratorConfig(events=10, seed=1))
+
+
+def test_service_logs_have_silent_services_that_come_back_and_every_imperfection():
+    from datetime import datetime, timedelta
+
+    from include.generator import DEFAULT_START, generate_service_log_lines
+
+    config = GeneratorConfig(events=6000, seed=3, users=10, duplicate_fraction=0.05, late_fraction=0.02,
+                             malformed_fraction=0.05)
+    lines, kinds = generate_service_log_lines(config)
+    assert (lines, kinds) == generate_service_log_lines(config)  # deterministic per seed
+    assert lines != generate_service_log_lines(GeneratorConfig(events=6000, seed=4, users=10))[0]
+    assert {k.split(":", 1)[1] for k in kinds if k.startswith("malformed:")} == {
+        "malformed_json", "missing_event_time", "unparseable_event_time", "missing_service", "missing_level"}
+    assert kinds["duplicate"] > 0 and kinds["late"] > 0 and kinds["out_of_order"] > 0
+    logs = [json.loads(line) for line in lines if line.endswith("}")]
+    logs = [r for r in logs if {"service", "level", "event_time"} <= set(r)
+            and r["event_time"] != "not-a-timestamp"]
+    assert {r["level"] for r in logs} == {"INFO", "WARN", "ERROR"}
+    span = timedelta(minutes=6000 / config.events_per_minute)
+    third = {0: [], 1: [], 2: []}
+    for r in logs:
+        offset = datetime.fromisoformat(r["event_time"]) - DEFAULT_START
+        if timedelta(0) <= offset < span:
+            third[min(2, int(offset / (span / 3)))].append(r["service"])
+    silent = {"svc_000", "svc_005"}
+    assert silent <= set(third[0]) and silent <= set(third[2])  # present before and after the silence
+    assert not silent & set(third[1]), "a silent service logged during its silence"
+    assert len(set(third[1])) == 8

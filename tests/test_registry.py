@@ -14,7 +14,8 @@ def test_real_registry_loads_in_dependency_order(registry):
     assert registry.order == ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m",
                               "gold_user_activity_1h", "gold_user_sessions", "gold_user_running_totals",
                               "gold_user_session_summaries", "bronze_payments", "silver_payments",
-                              "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts")
+                              "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts",
+                              "bronze_service_logs", "silver_service_logs")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -89,7 +90,7 @@ def test_stateful_process_mistakes_name_job_and_field(raw):
     assert f"{where}.keys: unknown column 'user'" in found
     transform.update(processor="fraud_alert", params={}, keys=["user_id"])
     assert problems_of(raw) == [f"{where}.processor: unknown processor 'fraud_alert' (known: fraud_alerts, "
-                                "sessionizer)"]
+                                "stale_services, sessionizer)"]
     transform["processor"] = "fraud_alerts"
     transform["initial_state"] = "seed/failures"
     assert problems_of(raw) == [f"{where}.initial_state: fraud_alerts does not start from an initial state"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -192,3 +193,69 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
                                          r"table at .*seed/missing_sessions"):
         run_job(spark, settings, missing, "gold_user_session_summaries", AVAILABLE_NOW)
     assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
+
+
+def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, settings, raw, tmp_path):
+    """Processing-time timers: a service with no log read for `silent_for` is stale at the first batch after
+    that; one whose log is read in that same batch is not; its next log recovers it."""
+    import time
+
+    from include.registry import build_registry
+    from tests.support.helpers import wait_for
+
+    raw["jobs"]["gold_stale_services"] = {
+        "source": {"table": "silver/service_logs", "watermark": "10 minutes"},
+        "transform": {"kind": "stateful_process", "processor": "stale_services", "keys": ["service"],
+                      "params": {"silent_for": "6 seconds"}},
+        "sink": {"table": "gold/service_alerts", "mode": "append"}}
+    registry = build_registry(raw)
+    jobs = ("bronze_service_logs", "silver_service_logs", "gold_stale_services")
+    landing = settings.layout.landing("landing/service_logs")
+    landing.mkdir(parents=True, exist_ok=True)
+
+    def land(name: str, logs: list[tuple[str, int]]) -> None:  # (service, minute)
+        lines = [json.dumps({"service": s, "level": "INFO", "event_time": f"2026-01-01T00:{m:02d}:00Z"})
+                 for s, m in logs]
+        (landing / name).write_text("\n".join(lines) + "\n")
+
+    def alerts() -> list[tuple]:
+        rows = delta_store.read_table(settings.layout.table("gold/service_alerts")).to_pylist()
+        return sorted((r["alert_type"], r["entity"], r["window_start"].minute, r["event_count"],
+                       r["alert_time"].minute if r["alert_type"] == "recovered" else None) for r in rows)
+
+    land("a.jsonl", [("svc_a", 0), ("svc_b", 1), ("svc_b", 3), ("svc_a", 2)])
+    run_lineage(spark, settings, registry, jobs)
+    armed = time.time()
+    assert alerts() == []
+    wait_for(lambda: time.time() > armed + 6, timeout=30, what="the services' silence to last 6 seconds")
+
+    land("b.jsonl", [("svc_a", 5)])  # svc_a logs again in the batch that finds svc_b silent
+    run_lineage(spark, settings, registry, jobs)
+    stale = [("stale", "svc_b", 3, 2, None)]
+    assert alerts() == stale
+    row = delta_store.read_table(settings.layout.table("gold/service_alerts")).to_pylist()[0]
+    assert armed - 120 < row["alert_time"].timestamp() < time.time()  # when its timer expired: processing time
+
+    land("c.jsonl", [("svc_b", 9), ("svc_b", 8), ("svc_a", 9)])  # svc_a, silent since, is read in time again
+    run_lineage(spark, settings, registry, jobs)
+    assert alerts() == [("recovered", "svc_b", 3, 2, 8), *stale]  # from its last log before to its earliest new
+    version = delta_store.latest_version(settings.layout.table("gold/service_alerts"))
+    run_lineage(spark, settings, registry, jobs)  # no new logs: no batch runs, so no timer fires
+    assert delta_store.latest_version(settings.layout.table("gold/service_alerts")) == version
+
+    # live: once it has read input, a batch every second, with or without input: the timers fire on their own
+    land("d.jsonl", [("svc_c", 10)])
+    run_lineage(spark, settings, registry, jobs[:2])
+    stop = threading.Event()
+    live = threading.Thread(target=run_job, args=(spark, settings, registry, "gold_stale_services",
+                                                  Trigger(available_now=False, interval_seconds=1)),
+                            kwargs={"stop_requested": stop})
+    live.start()
+    try:
+        wait_for(lambda: sum(a[0] == "stale" for a in alerts()) == 4, timeout=120,
+                 what="every service to go stale in the live run")
+    finally:
+        stop.set()
+        live.join(120)
+    assert alerts() == sorted([("recovered", "svc_b", 3, 2, 8), *stale, ("stale", "svc_a", 9, 4, None),
+                               ("stale", "svc_b", 9, 2, None), ("stale", "svc_c", 10, 1, None)])

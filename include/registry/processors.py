@@ -36,7 +36,7 @@ class ProcessorInfo:
     name: str
     class_path: str  # "module:Class" in spark_jobs/processors
     description: str
-    time_mode: str  # Spark's timeMode: "EventTime" (the source's watermark drives the timers)
+    time_mode: str  # Spark's timeMode: "EventTime" (the source's watermark drives the timers) or "ProcessingTime"
     input_columns: dict[str, str]  # columns the processor reads besides the keys and the event time: name -> type
     params: dict[str, ProcessorParam]
     output_schema: dict[str, str]  # after the job's key columns when keys_in_output
@@ -86,6 +86,18 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             output_schema=ALERTS_SCHEMA,
             alert_types=("FRAUD_ALERT",),
             suite="alerts",
+        ),
+        ProcessorInfo(
+            name="stale_services",
+            class_path="spark_jobs.processors.stale_services:StaleServices",
+            description="per key, no log read for `silent_for` of processing time emits one `stale` alert; its "
+                        "next log emits `recovered` (processing-time timers: they fire only when batches run)",
+            time_mode="ProcessingTime",
+            input_columns={},
+            params={"silent_for": ProcessorParam("duration", "10 minutes",
+                                                 "the processing time without a log that makes a key stale")},
+            output_schema=ALERTS_SCHEMA,
+            alert_types=("stale", "recovered"),
         ),
         ProcessorInfo(
             name="sessionizer",

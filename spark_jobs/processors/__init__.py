@@ -1,6 +1,6 @@
 """The project's stateful processors (`stateful_process` jobs), run by Spark's `transformWithStateInPandas`.
 
-:class:`EventTimeOrdered` is their common base: it makes a processor's result independent of how the input
+:class:`EventTimeOrdered` is the base of the event-time processors (`stale_services` runs on processing time): it makes a processor's result independent of how the input
 happens to be cut into micro-batches. Each key's events wait in state, each with an event-time timer; when
 the watermark reaches an event's time, its timer fires and the events due are handed to
 :meth:`EventTimeOrdered.on_event` in event-time order. An event at or before the watermark of the batch it
@@ -149,7 +149,7 @@ class EventTimeOrdered(StatefulProcessor):
         pass
 
 
-def processor_for(job: JobSpec) -> EventTimeOrdered:
+def processor_for(job: JobSpec) -> StatefulProcessor:
     """A new instance of the job's processor class."""
     module, _, name = PROCESSORS[job.transform.processor].class_path.partition(":")
     return getattr(importlib.import_module(module), name)(job)
