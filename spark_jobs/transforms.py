@@ -212,7 +212,16 @@ def stateful_process(spark: SparkSession, settings: Settings, stream: DataFrame,
         if missing:
             raise ValueError(f"job {job.id!r}: transform.initial_state: table {spec.initial_state_table} lacks "
                              f"{', '.join(missing)} (it needs {', '.join(wanted)})")
-        initial = table.select(*wanted).groupBy(*spec.keys)
+        table = table.select(*wanted)
+        for problem, rows in (
+            ("several rows for one key (one open state per key)",
+             table.groupBy(*spec.keys).count().where("count > 1").drop("count")),
+            ("null values", table.where(" OR ".join(f"`{c}` IS NULL" for c in wanted)).select(*spec.keys))):
+            examples = [tuple(r) for r in rows.limit(3).collect()]  # a small seed table, checked before the start
+            if examples:
+                raise ValueError(f"job {job.id!r}: transform.initial_state: table {spec.initial_state_table} has "
+                                 f"{problem}, e.g. for keys {examples}")
+        initial = table.groupBy(*spec.keys)
     return (with_watermark(stream, job.source).select(*columns).groupBy(*spec.keys)
             .transformWithStateInPandas(processor_for(job), spark_schema(job.output_schema), "Append",
                                         info.time_mode, initialState=initial))

@@ -192,6 +192,13 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     with pytest.raises(ValueError, match=r"job 'gold_user_session_summaries': transform.initial_state: no Delta "
                                          r"table at .*seed/missing_sessions"):
         run_job(spark, settings, missing, "gold_user_session_summaries", AVAILABLE_NOW)
+    for name, bad in (("seed/twice_open", [rows[0], rows[0]]), ("seed/no_start", [{**rows[1], "session_start": None}])):
+        delta_store.ensure_table(settings.layout.table(name), columns)
+        delta_store.append_rows(settings.layout.table(name), columns, bad)
+        transform["initial_state"] = name
+        with pytest.raises(ValueError, match=rf"transform.initial_state: table {name} has (several rows for one key "
+                                             r"\(one open state per key\)|null values), e.g. for keys \[\('user_0000[12]',\)\]"):
+            run_job(spark, settings, build_registry(raw, path), "gold_user_session_summaries", AVAILABLE_NOW)
     assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
 
 
