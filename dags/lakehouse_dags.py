@@ -39,7 +39,7 @@ def on_cron(cron: str) -> CronTriggerTimetable:
     active-run slot from the person's manual run."""
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=timedelta(0))
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
-WRITERS = {t: REGISTRY.writer_of(t).id for t in GOLD_TABLES}
+WRITERS = {t: [w.id for w in REGISTRY.writers_of(t)] for t in GOLD_TABLES}
 
 HEALTH_REPORT_DOC = f"""Rebuilds the pipeline-health report, `{SETTINGS.layout.health_report_index}`: per job, charts
 of state rows, batch duration against the trigger interval, input and processing rates, watermark delay and rows

@@ -97,7 +97,7 @@ def summarize(settings: Settings, registry: Registry) -> LakehouseSummary:
                 path=str(path),
                 rows=delta_store.count_rows(path) if exists else 0,
                 version=delta_store.latest_version(path) if exists else None,
-                writer=writer.id if writer else "-",
+                writer=",".join(w.id for w in registry.writers_of(table)) or "-",
             )
         )
         if exists and writer and writer.sink.quarantine_table == table:

@@ -91,15 +91,15 @@ def apply(spark: SparkSession | None, settings: Settings, registry: Registry, re
         for row in rows:
             running = " (it runs now: it must be stopped first)" if lease.is_held(settings, row["job"]) else ""
             row.update(outcome="dry-run",
-                       detail=f"would {_describe(settings, registry.job(row['job']), request, restore[row['job']])}"
+                       detail=f"would {_describe(settings, registry, registry.job(row['job']), request, restore[row['job']])}"
                               f"{running}")
         checkpoint_audit.record(settings, rows)
         return rows
     try:
         for row in rows:
             job = registry.job(row["job"])
-            row["detail"] = _describe(settings, job, request, restore[job.id])
-            row["archived_to"] = str(_reset(spark, settings, job, request, restore[job.id]))
+            row["detail"] = _describe(settings, registry, job, request, restore[job.id])
+            row["archived_to"] = str(_reset(spark, settings, registry, job, request, restore[job.id]))
         if request.mode == "full-refresh":  # rebuild, upstream first, from all source data
             from spark_jobs.runner import run_job
 
@@ -195,6 +195,11 @@ def _check_allowed(settings: Settings, registry: Registry, job: JobSpec, request
         if not job.stateful:
             raise ActionRefused(f"job {job.id!r} keeps no state: its shuffle partitions need no repartition")
     if request.mode == "rollback":
+        shared = [t for t in job.tables_written() if len(registry.writers_of(t)) > 1]
+        if shared:
+            others = sorted({w.id for t in shared for w in registry.writers_of(t)} - {job.id})
+            raise ActionRefused(f"job {job.id!r} shares {', '.join(shared)} with {', '.join(others)}: restoring the "
+                                "table would undo their rows too; use full-refresh (it removes this job's rows only)")
         if len(request.jobs) != 1 or request.to_batch is None:
             raise ActionRefused("rollback takes one job and --to-batch B (batch ids are per job)")
         return rollback.rollback_versions(settings, registry, job, request.to_batch)
@@ -217,10 +222,12 @@ def _state(settings: Settings, job: JobSpec, when: str) -> dict:
             f"versions_{when}": json.dumps(versions)}
 
 
-def _describe(settings: Settings, job: JobSpec, request: Request, versions: dict[str, int]) -> str:
+def _describe(settings: Settings, registry: Registry, job: JobSpec, request: Request, versions: dict[str, int]) -> str:
     checkpoint = settings.layout.checkpoint(job.id)
     if request.mode == "full-refresh":
-        return (f"move {checkpoint} aside, empty {', '.join(job.tables_written())} (a new Delta version each; the "
+        emptied = ", ".join(t if own_rows(registry, job, t) is None else f"its rows of {t} ({own_rows(registry, job, t)})"
+                            for t in job.tables_written())
+        return (f"move {checkpoint} aside, empty {emptied} (a new Delta version each; the "
                 "history is kept) and rebuild them from all source data (available-now)")
     if request.mode == "rollback":
         return (f"copy {checkpoint} aside; restore {', '.join(f'{t} to version {v}' for t, v in versions.items())}; "
@@ -260,7 +267,7 @@ def _position_effect(settings: Settings, job: JobSpec, request: Request) -> str:
     return "; ".join(parts)
 
 
-def _reset(spark: SparkSession, settings: Settings, job: JobSpec, request: Request,
+def _reset(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec, request: Request,
            versions: dict[str, int]) -> Path | None:
     checkpoint = settings.layout.checkpoint(job.id)
     if request.mode == "rollback":
@@ -284,7 +291,7 @@ def _reset(spark: SparkSession, settings: Settings, job: JobSpec, request: Reque
     archived = _archive(settings, job.id, copy=False)
     if request.mode == "full-refresh":
         for table in job.tables_written():
-            _empty(spark, settings.layout.table(table))
+            _empty(spark, settings.layout.table(table), own_rows(registry, job, table))
     else:
         write_start_position(checkpoint, request.starting())
     return archived
@@ -312,15 +319,23 @@ def _prune(settings: Settings, job_id: str, keep: int) -> None:
         log.info("job=%s: removed old checkpoint %s (keeping the %d most recent)", job_id, old, keep)
 
 
-def _empty(spark: SparkSession, path: Path) -> None:
-    """Delete every row as a new Delta version (history kept); an append-only table is opened for it."""
+def own_rows(registry: Registry, job: JobSpec, table: str) -> str | None:
+    """The SQL condition on the rows of `table` that `job` wrote, when other jobs write it too (alert processors
+    sharing a table: their alert types); None when the job is its only writer."""
+    types = registry.own_alert_types(job, table)
+    return None if types is None else f"alert_type IN ({', '.join(repr(t) for t in types)})"
+
+
+def _empty(spark: SparkSession, path: Path, where: str | None = None) -> None:
+    """Delete every row (`where`: those rows) as a new Delta version (history kept); an append-only table is
+    opened for it."""
     from include.storage import delta as delta_store
     from spark_jobs.tables import appends_opened
 
     if not delta_store.table_exists(path):
         return
     with appends_opened(spark, path):
-        spark.sql(f"DELETE FROM delta.`{path}`")
+        spark.sql(f"DELETE FROM delta.`{path}`" + (f" WHERE {where}" if where else ""))
 
 
 def state_operators(spark: SparkSession, checkpoint: Path) -> list[dict]:

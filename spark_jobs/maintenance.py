@@ -47,9 +47,9 @@ def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables
 
 
 def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[dict]:
-    writer = registry.writer_of(table)
+    writer = registry.writer_of(table)  # several only for a shared alert table: append mode, the same sink
     path = settings.layout.table(table)
-    base = {"run_id": run_id, "table": table, "job": writer.id}
+    base = {"run_id": run_id, "table": table, "job": ",".join(w.id for w in registry.writers_of(table))}
     if not is_delta_table(path):
         return [_row(base, op, "skipped", "the table does not exist yet") for op in ("optimize", "vacuum")]
     spec = writer.sink.maintenance

@@ -56,14 +56,14 @@ def refuse_python_source_checkpoint(settings: Settings, job: JobSpec) -> None:
     )
 
 
-def refuse_lost_checkpoint(settings: Settings, job: JobSpec) -> None:
-    """A job without a checkpoint whose tables already hold rows would start from zero and write them all again:
-    refuse, and name the checkpoint commands that fit. A new checkpoint made by `lakehouse checkpoint`
+def refuse_lost_checkpoint(settings: Settings, registry: Registry, job: JobSpec) -> None:
+    """A job without a checkpoint whose tables already hold rows of its own would start from zero and write them
+    all again: refuse, and name the checkpoint commands that fit. A new checkpoint made by `lakehouse checkpoint`
     (full-refresh empties the tables; reset-checkpoint records where to start) passes."""
     checkpoint = settings.layout.checkpoint(job.id)
     if checkpoints.latest_offsets_batch(checkpoint) is not None or read_start_position(checkpoint) is not None:
         return
-    filled = [t for t in job.tables_written() if delta_store.count_rows(settings.layout.table(t))]
+    filled = [t for t in job.tables_written() if _own_rows(settings, registry, job, t)]
     if not filled:
         return
     archived = settings.layout.archived_checkpoints(job.id)
@@ -77,6 +77,16 @@ def refuse_lost_checkpoint(settings: Settings, job: JobSpec) -> None:
         f"job {job.id!r}: no checkpoint at {checkpoint}, but {', '.join(filled)} already hold rows of an earlier "
         f"run; starting from zero would write them again. {'; '.join(fixes)}"
     )
+
+
+def _own_rows(settings: Settings, registry: Registry, job: JobSpec, table: str) -> int:
+    """Rows of `table` the job wrote (a table shared by alert processors: those of its alert types)."""
+    path = settings.layout.table(table)
+    types = registry.own_alert_types(job, table)
+    if types is None or not delta_store.table_exists(path):
+        return delta_store.count_rows(path)
+    written = delta_store.read_table(path, columns=["alert_type"])["alert_type"].to_pylist()
+    return sum(t in types for t in written)
 
 
 @dataclass
@@ -168,7 +178,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         stop_requests.clear(settings, job.id)
     check_job_files(settings, job)
     refuse_python_source_checkpoint(settings, job)
-    refuse_lost_checkpoint(settings, job)
+    refuse_lost_checkpoint(settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
     require_resume(settings, registry, job)

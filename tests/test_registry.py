@@ -15,7 +15,7 @@ def test_real_registry_loads_in_dependency_order(registry):
                               "gold_user_activity_1h", "gold_user_sessions", "gold_user_running_totals",
                               "gold_user_session_summaries", "bronze_payments", "silver_payments",
                               "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts",
-                              "bronze_service_logs", "silver_service_logs")
+                              "bronze_service_logs", "silver_service_logs", "gold_stale_services")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -367,3 +367,30 @@ def test_admission_mistakes_are_named(raw):
 def test_shuffle_partitions_are_bounded(raw):
     raw["defaults"]["state_store"]["shuffle_partitions"] = 100000
     assert "job 'bronze_clickstream': state_store.shuffle_partitions: at most 2000, got 100000" in problems_of(raw)
+
+
+def test_alert_processors_may_share_their_alert_table(raw):
+    from include.registry import build_registry
+
+    stale = {"source": {"table": "silver/service_logs", "watermark": "10 minutes"},
+             "transform": {"kind": "stateful_process", "processor": "stale_services", "keys": ["service"]},
+             "sink": {"table": "gold/alerts", "mode": "append"}}
+    raw["jobs"]["gold_stale_services"] = stale
+    raw["jobs"]["alert_reader"] = {"source": {"table": "gold/alerts", "watermark": "1 hour", "event_time": "alert_time"},
+                                   "transform": {"kind": "deduplicate", "keys": ["alert_type", "entity"]},
+                                   "sink": {"table": "gold/alert_digest"}}
+    registry = build_registry(raw)
+    assert [w.id for w in registry.writers_of("gold/alerts")] == ["gold_fraud_alerts", "gold_stale_services"]
+    assert registry.order.index("alert_reader") > registry.order.index("gold_stale_services")
+    assert registry.tables_written().count("gold/alerts") == 1
+    del raw["jobs"]["alert_reader"]
+
+    where = "job 'gold_stale_services': sink table 'gold/alerts' is already written by job 'gold_fraud_alerts'"
+    raw["jobs"]["gold_stale_services"] = {**stale, "sink": {**stale["sink"], "partition_by": ["alert_type"]}}
+    assert problems_of(raw) == [f"{where}: the sinks of the jobs sharing an alert table must agree (mode, "
+                                "partition_by, properties)"]
+    raw["jobs"]["gold_stale_services"] = {**raw["jobs"]["gold_fraud_alerts"]}  # the same alert types again
+    assert problems_of(raw) == [f"{where}: alert processors share a table only when their alert types differ "
+                                "(FRAUD_ALERT already written)"]
+    raw["jobs"]["gold_stale_services"] = {**stale, "transform": {"kind": "deduplicate", "keys": ["service"]}}
+    assert problems_of(raw) == [where]  # only alert processors share a table

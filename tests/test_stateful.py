@@ -13,11 +13,12 @@ from include import checkpoints
 from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger
 from include.storage import delta as delta_store
+from spark_jobs.checkpoint_actions import Request, apply
 from spark_jobs.runner import run_job
 from spark_jobs.state_inspect import inspect_state
 from tests.support.helpers import arrival_order, run_cli
 from tests.support.kill_hooks import kill_env
-from tests.support.oracle import expected_alerts
+from tests.support.oracle import StaleServices, expected_alerts
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -202,6 +203,23 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
 
 
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def epoch_ms(moment: datetime) -> int:
+    return round(moment.timestamp() * 1000)
+
+
+def gold_batches(settings, job_id: str = "gold_stale_services") -> list[tuple[int, int]]:
+    """(batch id, batchTimestampMs) of the job's committed batches, in order."""
+    checkpoint = settings.layout.checkpoint(job_id)
+    if not (checkpoint / "commits").is_dir():
+        return []
+    ids = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    return [(i, json.loads((checkpoint / "offsets" / str(i)).read_text().splitlines()[1])["batchTimestampMs"])
+            for i in ids]
+
+
 def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, settings, raw, tmp_path):
     """Processing-time timers: a service with no log read for `silent_for` is stale at the first batch after
     that; one whose log is read in that same batch is not; its next log recovers it."""
@@ -210,12 +228,13 @@ def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, set
     from include.registry import build_registry
     from tests.support.helpers import wait_for
 
-    raw["jobs"]["gold_stale_services"] = {
-        "source": {"table": "silver/service_logs", "watermark": "10 minutes"},
-        "transform": {"kind": "stateful_process", "processor": "stale_services", "keys": ["service"],
-                      "params": {"silent_for": "6 seconds"}},
-        "sink": {"table": "gold/service_alerts", "mode": "append"}}
+    raw["jobs"]["gold_stale_services"]["transform"]["params"] = {"silent_for": "6 seconds"}
+    raw["jobs"]["gold_stale_services"]["state_store"] = {"min_batches_to_retain": 1000}  # every batch's offsets kept
     registry = build_registry(raw)
+    fraud = {"alert_type": "FRAUD_ALERT", "entity": "user_x", "alert_time": datetime(2026, 1, 1, 0, 4, tzinfo=UTC),
+             "window_start": datetime(2026, 1, 1, tzinfo=UTC), "event_count": 5, "detail": "-"}
+    delta_store.ensure_table(settings.layout.table("gold/alerts"), registry.table_schemas["gold/alerts"])
+    delta_store.append_rows(settings.layout.table("gold/alerts"), registry.table_schemas["gold/alerts"], [fraud])
     jobs = ("bronze_service_logs", "silver_service_logs", "gold_stale_services")
     landing = settings.layout.landing("landing/service_logs")
     landing.mkdir(parents=True, exist_ok=True)
@@ -225,34 +244,41 @@ def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, set
                  for s, m in logs]
         (landing / name).write_text("\n".join(lines) + "\n")
 
+    def service_rows() -> list[dict]:  # gold_stale_services' rows of gold/alerts (gold_fraud_alerts writes it too)
+        return [r for r in delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+                if r["alert_type"] != "FRAUD_ALERT"]
+
     def alerts() -> list[tuple]:
-        rows = delta_store.read_table(settings.layout.table("gold/service_alerts")).to_pylist()
+        rows = service_rows()
         return sorted((r["alert_type"], r["entity"], r["window_start"].minute, r["event_count"],
                        r["alert_time"].minute if r["alert_type"] == "recovered" else None) for r in rows)
 
-    land("a.jsonl", [("svc_a", 0), ("svc_b", 1), ("svc_b", 3), ("svc_a", 2)])
-    run_lineage(spark, settings, registry, jobs)
+    read_in: dict[int, list[tuple[str, int]]] = {}  # gold batch id -> the logs it read (each file: one batch)
+
+    def land_and_run(name: str, logs: list[tuple[str, int]], lineage=jobs) -> None:
+        land(name, logs)
+        read_in[len(gold_batches(settings))] = logs
+        run_lineage(spark, settings, registry, lineage)
+
+    land_and_run("a.jsonl", [("svc_a", 0), ("svc_b", 1), ("svc_b", 3), ("svc_a", 2)])
     armed = time.time()
     assert alerts() == []
     wait_for(lambda: time.time() > armed + 6, timeout=30, what="the services' silence to last 6 seconds")
 
-    land("b.jsonl", [("svc_a", 5)])  # svc_a logs again in the batch that finds svc_b silent
-    run_lineage(spark, settings, registry, jobs)
+    land_and_run("b.jsonl", [("svc_a", 5)])  # svc_a logs again in the batch that finds svc_b silent
     stale = [("stale", "svc_b", 3, 2, None)]
     assert alerts() == stale
-    row = delta_store.read_table(settings.layout.table("gold/service_alerts")).to_pylist()[0]
+    row = service_rows()[0]
     assert armed - 120 < row["alert_time"].timestamp() < time.time()  # when its timer expired: processing time
 
-    land("c.jsonl", [("svc_b", 9), ("svc_b", 8), ("svc_a", 9)])  # svc_a, silent since, is read in time again
-    run_lineage(spark, settings, registry, jobs)
+    land_and_run("c.jsonl", [("svc_b", 9), ("svc_b", 8), ("svc_a", 9)])  # svc_a, silent since, read in time again
     assert alerts() == [("recovered", "svc_b", 3, 2, 8), *stale]  # from its last log before to its earliest new
-    version = delta_store.latest_version(settings.layout.table("gold/service_alerts"))
+    version = delta_store.latest_version(settings.layout.table("gold/alerts"))
     run_lineage(spark, settings, registry, jobs)  # no new logs: no batch runs, so no timer fires
-    assert delta_store.latest_version(settings.layout.table("gold/service_alerts")) == version
+    assert delta_store.latest_version(settings.layout.table("gold/alerts")) == version
 
     # live: once it has read input, a batch every second, with or without input: the timers fire on their own
-    land("d.jsonl", [("svc_c", 10)])
-    run_lineage(spark, settings, registry, jobs[:2])
+    land_and_run("d.jsonl", [("svc_c", 10)], jobs[:2])
     stop = threading.Event()
     live = threading.Thread(target=run_job, args=(spark, settings, registry, "gold_stale_services",
                                                   Trigger(available_now=False, interval_seconds=1)),
@@ -266,3 +292,17 @@ def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, set
         live.join(120)
     assert alerts() == sorted([("recovered", "svc_b", 3, 2, 8), *stale, ("stale", "svc_a", 9, 4, None),
                                ("stale", "svc_b", 9, 2, None), ("stale", "svc_c", 10, 1, None)])
+
+    # the oracle, fed the batches as they ran, at their timestamps (what processing-time timers see)
+    oracle = StaleServices(6000)
+    for batch_id, timestamp in gold_batches(settings):
+        oracle.batch(timestamp, [(s, START_MS + m * 60_000) for s, m in read_in.pop(batch_id, [])])
+    assert not read_in, read_in
+    assert sorted((r["alert_type"], r["entity"], epoch_ms(r["alert_time"]), epoch_ms(r["window_start"]),
+                   r["event_count"]) for r in service_rows()) == sorted(oracle.alerts)
+
+    # a full refresh of the job removes its own rows of the shared table, not gold_fraud_alerts'
+    apply(spark, settings, registry, Request("full-refresh", ("gold_stale_services",)))
+    assert alerts() == []  # rebuilt from all the logs in one batch: every timer armed anew, none expired
+    assert [r for r in delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+            if r["alert_type"] == "FRAUD_ALERT"] == [fraud]

@@ -140,10 +140,10 @@ class QualityCheckOperator(BaseOperator):
 
     operator_extra_links = (QualityReportLink(),)
 
-    def __init__(self, *, tables: list[str], writers: dict[str, str], **kwargs):
+    def __init__(self, *, tables: list[str], writers: dict[str, list[str]], **kwargs):
         super().__init__(**kwargs)
         self.tables = list(tables)
-        self.writers = dict(writers)  # table -> the job that writes it
+        self.writers = {t: list(w) for t, w in writers.items()}  # table -> the jobs that write it
         self.report_link = ""
 
     def execute(self, context):
@@ -154,7 +154,7 @@ class QualityCheckOperator(BaseOperator):
 
         params = context.get("params") or {}
         selected = params.get("jobs") or []
-        tables = [t for t in self.tables if not selected or self.writers.get(t) in selected]
+        tables = [t for t in self.tables if not selected or set(self.writers.get(t, ())) & set(selected)]
         summary, page, failures = validate_tables(tables, full=bool(params.get("full")))
         self.report_link = data_docs_path(page)
         self.log.info("data quality %s; report: %s", summary, data_docs_url(page))

@@ -448,23 +448,55 @@ class ProcessorTable(TableSpec):
     def overlap_metric(self) -> str:
         return f"overlapping_{self.noun}s"
 
+    @property
+    def sequence_types(self) -> tuple[str, ...] | None:
+        """The alert types whose rows form sequences (None: every row)."""
+        return None
+
     def _overlap_check(self, description: str, overrides: dict[str, str]) -> Check:
         return self._check(self.overlap_check, "ExpectColumnMaxToBeBetween",
                            {"column": self.overlap_metric, "max_value": 0}, description, overrides)
 
 
+@dataclass(frozen=True)
+class AlertWriter:
+    """One job writing an alert table: its source (for freshness), its alert types, and for an event-time rule
+    the window its alerts lie in (None: processing-time alerts, e.g. `stale_services`)."""
+
+    job_id: str
+    source_table: str
+    event_time: str
+    watermark_seconds: int
+    alert_types: tuple[str, ...]
+    within_seconds: int | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class AlertTable(ProcessorTable):
-    """The sink of an alert processor (the catalogue's ALERTS_SCHEMA): each alert counts the events of one
-    burst, from window_start to alert_time, within the rule's window; the processor starts counting again
-    after an alert, so an entity's alerts of a type do not overlap."""
+    """The sink of one or more alert processors (the catalogue's ALERTS_SCHEMA). An event-time rule's alert
+    counts the events of one burst, from window_start to alert_time, within the rule's window, and the processor
+    counts again after an alert, so an entity's alerts of such a type do not overlap. Processing-time alerts
+    (`stale`, `recovered`) mix times of both kinds: neither check applies to them."""
 
-    within_seconds: int  # the rule's window
+    writers: tuple[AlertWriter, ...]
 
     noun: ClassVar[str] = "alert"
     start_column: ClassVar[str] = "window_start"
     end_column: ClassVar[str] = "alert_time"
     overlap_check: ClassVar[str] = "one_alert_per_burst"
+
+    @property
+    def windows(self) -> dict[str, int]:
+        """alert_type -> the rule's window (seconds), for the event-time rules."""
+        return {t: w.within_seconds for w in self.writers if w.within_seconds for t in w.alert_types}
+
+    @property
+    def alert_types(self) -> tuple[str, ...]:
+        return tuple(t for w in self.writers for t in w.alert_types)
+
+    @property
+    def sequence_types(self) -> tuple[str, ...] | None:
+        return tuple(self.windows)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -482,21 +514,34 @@ class AlertTable(ProcessorTable):
     def row_columns(self) -> tuple[str, ...]:
         return ("alert_type", "entity", "alert_time", "window_start", "event_count")
 
+    def _span_column(self, alert_type: str) -> str:
+        return "_alert_span_seconds" if len(self.windows) == 1 else f"_alert_span_seconds_{alert_type}"
+
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
+        span = ops.exact_seconds("alert_time") - ops.exact_seconds("window_start")
         return {"_seconds_in_future": ops.seconds("alert_time") - now_epoch,
-                "_alert_span_seconds": ops.exact_seconds("alert_time") - ops.exact_seconds("window_start")}
+                **{self._span_column(t): ops.where(ops.is_value("alert_type", t), span, None) for t in self.windows}}
 
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
+        some_types = len(self.windows) < len(self.alert_types)  # the window checks leave other types out
         checks = [self._check("alert_in_window", "ExpectColumnValuesToBeBetween",
-                              {"column": "_alert_span_seconds", "min_value": 0, "max_value": self.within_seconds},
-                              f"alert_time - window_start is between 0 and {self.within_seconds} s", overrides)]
+                              {"column": self._span_column(t), "min_value": 0, "max_value": within},
+                              f"alert_time - window_start is between 0 and {within} s"
+                              + (f" ({t} alerts)" if some_types or len(self.windows) > 1 else ""), overrides)
+                  for t, within in self.windows.items()]
+        checks.append(self._check("alert_types_known", "ExpectColumnValuesToBeInSet",
+                                  {"column": "alert_type", "value_set": list(self.alert_types)},
+                                  f"alert_type is one of {', '.join(self.alert_types)}", overrides))
         checks += self._time_and_key_checks("alert_time", ("alert_type", "entity", "alert_time", "window_start"),
                                             overrides)
         checks.append(self._check("event_count_positive", "ExpectColumnValuesToBeBetween",
                                   {"column": "event_count", "min_value": 1}, "event_count is at least 1", overrides))
-        checks += self._uniqueness_and_freshness(f"{self.job_id}'s watermark", overrides)
-        checks.append(self._overlap_check("no alert starts at or before the previous alert of its entity and type",
-                                          overrides))
+        positions = [f"{w.job_id}'s " + ("watermark" if w.within_seconds else "source read") for w in self.writers]
+        checks += self._uniqueness_and_freshness(" and ".join(positions), overrides)
+        if self.windows:
+            checks.append(self._overlap_check(
+                "no alert starts at or before the previous alert of its entity and type"
+                + (f" ({', '.join(self.windows)})" if some_types else ""), overrides))
         return checks
 
 
@@ -631,19 +676,37 @@ def running_table(job: JobSpec, registry: Registry | None = None) -> RunningTabl
 
 
 def processor_table(job: JobSpec, registry: Registry | None = None) -> ProcessorTable:
-    """The spec and checks of a stateful_process job's sink table, by the processor's suite (alerts: default lag
-    watermark + the rule's window; session summaries: watermark + gap)."""
+    """The spec and checks of a stateful_process job's sink table, by the processor's suite. Alerts: every job
+    writing the table (alert processors may share one), default lag the largest of watermark + the rule's
+    window (`within`) or silence (`silent_for`); session summaries: default lag watermark + gap."""
     params, suite = job.transform.params, PROCESSORS[job.transform.processor].suite
     if suite == "alerts":
-        spec: ProcessorTable = AlertTable(**_common(job, job.source.watermark_seconds + params["within"]),
-                                          within_seconds=params["within"])
-    elif suite == "session_summaries":
+        jobs = registry.writers_of(job.sink.table) if registry is not None else [job]
+        writers = tuple(_alert_writer(j) for j in jobs)
+        lag = max(j.quality.freshness_lag_seconds or j.source.watermark_seconds + _alert_span(j) for j in jobs)
+        severity = {k: v for j in jobs for k, v in j.quality.severity.items()}
+        spec: ProcessorTable = AlertTable(**{**_common(job, lag), "freshness_lag_seconds": lag}, writers=writers)
+        spec.checks.extend(spec.make_checks(severity))
+        return spec
+    if suite == "session_summaries":
         spec = SessionSummaryTable(**_common(job, job.source.watermark_seconds + params["gap"]),
                                    keys=job.transform.keys, apart_seconds=params["gap"])
-    else:
-        raise ValueError(f"job {job.id!r}: processor {job.transform.processor!r} has no quality suite")
-    spec.checks.extend(spec.make_checks(job.quality.severity))
-    return spec
+        spec.checks.extend(spec.make_checks(job.quality.severity))
+        return spec
+    raise ValueError(f"job {job.id!r}: processor {job.transform.processor!r} has no quality suite")
+
+
+def _alert_span(job: JobSpec) -> int:
+    """How far an alert of the job may trail its source's events: the rule's window, or the silence."""
+    params = job.transform.params
+    return params.get("within") or params.get("silent_for") or 0
+
+
+def _alert_writer(job: JobSpec) -> AlertWriter:
+    info = PROCESSORS[job.transform.processor]
+    within = job.transform.params.get("within") if info.time_mode == "EventTime" else None
+    return AlertWriter(job.id, job.source.name, job.source.event_time, job.source.watermark_seconds,
+                       info.alert_types, within)
 
 
 # Transform kind -> suite builder (the registry's QUALITY_KINDS).
@@ -665,8 +728,9 @@ def has_suite(job: JobSpec) -> bool:
 
 def quality_tables(registry: Registry) -> dict[str, TableSpec]:
     """Every sink table of the registry that has a suite, by table name, in registry order."""
-    return {
-        registry.jobs[j].sink.table: SUITE_BUILDERS[registry.jobs[j].transform_kind](registry.jobs[j], registry)
-        for j in registry.order
-        if has_suite(registry.jobs[j])
-    }
+    tables: dict[str, TableSpec] = {}
+    for job_id in registry.order:  # a table several jobs write (alerts) is built once, from all of them
+        job = registry.jobs[job_id]
+        if has_suite(job) and job.sink.table not in tables:
+            tables[job.sink.table] = SUITE_BUILDERS[job.transform_kind](job, registry)
+    return tables

@@ -26,8 +26,9 @@ row of metrics (what the Great Expectations table suite asserts on) plus the obs
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +47,7 @@ from include.quality.reconciliation import (
 )
 from include.quality.suites import (
     AggregateTable,
+    AlertTable,
     JoinTable,
     ProcessorTable,
     RunningTable,
@@ -158,6 +160,10 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds, **freshness,
                       f"latest_{spec.event_time}": _iso(span.latest), "source": span.described},
     }
+    if isinstance(spec, AlertTable) and (len(spec.writers) > 1 or spec.writers[0].within_seconds is None):
+        # fresh as its most lagging writer; processing-time alerts: as what the job has read
+        lag, details["freshness"] = writers_freshness(settings, spec, latest_end)
+        metrics["freshness_lag_seconds"] = lag
     if isinstance(spec, RunningTable) and spec.counts:
         decreased = decreased_totals(settings, spec, version, validated_before)
         metrics["decreased_totals"] = decreased["decreased_totals"]
@@ -178,6 +184,50 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
     return TableMetrics(metrics, details, gold.num_rows)
 
 
+def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str]:
+    """The latest source event (epoch µs) among the source versions the job's latest committed batch had read
+    completely (its Delta source offset), and what that was; None when it has read nothing yet."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    checkpoint = settings.layout.checkpoint(spec.job_id)
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    if batch is None:
+        return None, "no committed batch"
+    offset = json.loads(checkpoints.source_offsets(checkpoint, batch)[0])
+    # (v, i): every version before v read (and some files of v); a starting version is a snapshot still being read
+    version = -1 if offset.get("isStartingVersion") else offset["reservoirVersion"] - 1
+    if version < 0:
+        return None, "no source version read completely"
+    column = '"' + spec.event_time.replace('"', '""') + '"'
+    table = DeltaTable(str(settings.layout.table(spec.source_table)), version=version)
+    latest = pa.table(QueryBuilder().register("source", table).execute(f"SELECT max({column}) AS latest FROM source")
+                      .read_all())
+    return _micros(latest["latest"]).to_pylist()[0], f"{spec.source_table} version {version} (batch {batch})"
+
+
+def writers_freshness(settings: Settings, spec: AlertTable, latest_end: int | None) -> tuple[int, dict[str, Any]]:
+    """The lag of an alert table several jobs write: per writer, its latest source event less its watermark;
+    the table's lag is the largest."""
+    per_writer = []
+    for writer in spec.writers:
+        own = replace(spec, job_id=writer.job_id, source_table=writer.source_table, event_time=writer.event_time,
+                      watermark_seconds=writer.watermark_seconds)
+        span = source_span(settings, own)
+        if writer.within_seconds is None:  # processing-time alerts: up to date with what the job has read
+            reference, described = consumed_until(settings, own)
+            position = {"read_until": _iso(reference), "read_position": described}
+        else:
+            reference, watermark_source = gold_watermark(settings, own, span.latest)
+            position = {"watermark": _iso(reference), "watermark_source": watermark_source}
+        reference = reference if reference is not None else span.earliest
+        lag = 0 if span.latest is None else max(0, (span.latest - reference) // MICROS)
+        per_writer.append({"job": writer.job_id, "freshness_lag_seconds": lag, **position,
+                           f"latest_{writer.event_time}": _iso(span.latest), "source": span.described})
+    lag = max(w["freshness_lag_seconds"] for w in per_writer)
+    return lag, {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds,
+                 "latest_alert_time": _iso(latest_end), "writers": per_writer}
+
+
 def overlapping(settings: Settings, spec: ProcessorTable, version: int) -> dict[str, Any]:
     """Rows that start at or within `apart_seconds` after the end of the previous row of their group: alerts
     starting at or before the previous alert of their entity and type was raised, sessions of a key within
@@ -185,6 +235,8 @@ def overlapping(settings: Settings, spec: ProcessorTable, version: int) -> dict[
     groups, start, end = list(spec.groups), spec.start_column, spec.end_column
     rows = delta_store.read_table(settings.layout.table(spec.table), version=version,
                                   columns=list(dict.fromkeys([*groups, start, end, *spec.unique_key]))).to_pandas()
+    if spec.sequence_types is not None:
+        rows = rows[rows["alert_type"].isin(spec.sequence_types)]
     rows = rows.dropna().drop_duplicates(list(spec.unique_key)).sort_values([*groups, end, start])
     previous_end = rows.groupby(groups)[end].shift()
     found = rows[rows[start] <= previous_end + pd.Timedelta(seconds=spec.apart_seconds)]

@@ -46,9 +46,11 @@ CHECKS: dict[str, CheckInfo] = {
     "totals_never_decrease": CheckInfo(BLOCKING, "table", "no key's row count went down or vanished since the "
                                                           "version validated before"),
     # alerts (stateful_process with an alert processor)
-    "alert_in_window": CheckInfo(BLOCKING, "rows", "alert_time - window_start is between 0 and the rule's window"),
-    "one_alert_per_burst": CheckInfo(BLOCKING, "table", "an entity's alerts do not overlap: each starts after the "
-                                                        "previous one of its type was raised"),
+    "alert_in_window": CheckInfo(BLOCKING, "rows", "event-time rules: alert_time - window_start is between 0 and "
+                                                   "the rule's window"),
+    "alert_types_known": CheckInfo(BLOCKING, "rows", "alert_type is one the table's writers emit"),
+    "one_alert_per_burst": CheckInfo(BLOCKING, "table", "event-time rules: an entity's alerts do not overlap: each "
+                                                        "starts after the previous one of its type was raised"),
     # session summaries (stateful_process with the sessionizer)
     "summary_span": CheckInfo(BLOCKING, "rows", "session_end (the last event) is not before session_start"),
     "closed_after_gap": CheckInfo(BLOCKING, "rows", "closed_at is session_end + the gap"),

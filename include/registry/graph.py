@@ -22,10 +22,11 @@ def read_tables(job: Any) -> list[str]:
     return [s["table"] for s in sections if isinstance(s, dict) and isinstance(s.get("table"), str)]
 
 
-def dependency_order(raw_jobs: dict, writers: dict[str, str], problems: list[str]) -> list[str]:
-    """Topological order of jobs (upstream first); reports cycles into `problems`."""
+def dependency_order(raw_jobs: dict, writers: dict[str, list[str]], problems: list[str]) -> list[str]:
+    """Topological order of jobs (upstream first: every writer of a table before its readers); reports cycles
+    into `problems`."""
     deps: dict[str, list[str]] = {
-        job_id: [writers[t] for t in read_tables(job) if t in writers] for job_id, job in raw_jobs.items()
+        job_id: [w for t in read_tables(job) for w in writers.get(t, [])] for job_id, job in raw_jobs.items()
     }
     order: list[str] = []
     state: dict[str, str] = {}

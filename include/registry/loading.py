@@ -109,15 +109,23 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
         problems.append("'jobs' must be a non-empty mapping of job id to job")
         raise RegistryError(problems, path)
 
-    writers: dict[str, str] = {}
+    writers: dict[str, str] = {}  # table -> its (first) writer
+    all_writers: dict[str, list[str]] = {}
     for job_id, job in raw_jobs.items():
         for table in declared_tables(job):
             if table in writers:
-                problems.append(f"job {job_id!r}: sink table {table!r} is already written by job {writers[table]!r}")
+                shared = _shared_alert_table(table, [raw_jobs[w] for w in all_writers[table]], job)
+                if shared is None:
+                    problems.append(f"job {job_id!r}: sink table {table!r} is already written by job {writers[table]!r}")
+                elif shared:
+                    problems.append(f"job {job_id!r}: sink table {table!r} is already written by job "
+                                    f"{writers[table]!r}: {shared}")
+                all_writers[table].append(job_id)
             else:
-                writers.setdefault(table, job_id)
+                writers[table] = job_id
+                all_writers[table] = [job_id]
 
-    order = dependency_order(raw_jobs, writers, problems)
+    order = dependency_order(raw_jobs, all_writers, problems)
     writer_sinks = {t: raw_jobs[j]["sink"] for t, j in writers.items() if declared_tables(raw_jobs[j])[0] == t}
     jobs: dict[str, JobSpec] = {}
     table_schemas: dict[str, dict[str, str]] = {}
@@ -487,6 +495,38 @@ def _expression_key(where: str, key: dict, problems: list[str]) -> dict[str, str
         problems.append(f"{where}: {field_name}.type: unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
         return {}
     return {name: ctype}
+
+
+def _shared_alert_table(table: str, writers: list[Any], job: Any) -> str | None:
+    """Whether `job` may also write `table`: None when not (only alert processors share a table), '' when it
+    may, else why not. Alert processors (stateful_process, alert_types in the catalogue) may share their append
+    sink when their alert types differ (a full refresh of one removes its types' rows) and the sinks agree."""
+    def alert_types(raw: Any) -> set[str] | None:
+        transform = raw.get("transform") if isinstance(raw, dict) else None
+        if not isinstance(transform, dict) or transform.get("kind") != StatefulProcess.kind:
+            return None
+        info = PROCESSORS.get(transform.get("processor"))
+        sink = raw.get("sink") if isinstance(raw.get("sink"), dict) else {}
+        if sink.get("table") != table:
+            return None
+        if info is None:  # an unknown processor is reported by its job's checks
+            return set()
+        return set(info.alert_types) if info.alert_types else None
+
+    types = alert_types(job)
+    if types is None or any(alert_types(w) is None for w in writers):
+        return None
+    taken = set().union(*(alert_types(w) for w in writers))
+    if types & taken:
+        return (f"alert processors share a table only when their alert types differ ({', '.join(sorted(types & taken))} "
+                "already written)")
+    sink = {k: v for k, v in job["sink"].items() if k != "table"}
+    for writer in writers:
+        if {k: v for k, v in writer["sink"].items() if k != "table"} != sink:
+            return "the sinks of the jobs sharing an alert table must agree (mode, partition_by, properties)"
+    if sink.get("mode", "append") != "append":
+        return "a shared alert table is written in append mode"
+    return ""
 
 
 def _processor_schema(where: str, transform: dict, schema: dict[str, str], problems: list[str]) -> dict[str, str]:

@@ -98,6 +98,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
                                                  "the processing time without a log that makes a key stale")},
             output_schema=ALERTS_SCHEMA,
             alert_types=("stale", "recovered"),
+            suite="alerts",
         ),
         ProcessorInfo(
             name="sessionizer",

@@ -265,8 +265,22 @@ class Registry:
         return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
 
     def tables_written(self) -> list[str]:
-        """Every table a job writes (sinks and quarantine tables), in dependency order."""
-        return [t for job_id in self.order for t in self.jobs[job_id].tables_written()]
+        """Every table a job writes (sinks and quarantine tables), once, in dependency order."""
+        return list(dict.fromkeys(t for job_id in self.order for t in self.jobs[job_id].tables_written()))
+
+    def writers_of(self, table: str) -> list[JobSpec]:
+        """The jobs writing `table`, in dependency order (several only for alert processors sharing a table)."""
+        return [self.jobs[j] for j in self.order if table in self.jobs[j].tables_written()]
 
     def writer_of(self, table: str) -> JobSpec | None:
-        return next((j for j in self.jobs.values() if table in j.tables_written()), None)
+        """The (first) job writing `table`: what the table's schema and event time come from."""
+        return next(iter(self.writers_of(table)), None)
+
+    def own_alert_types(self, job: JobSpec, table: str) -> tuple[str, ...] | None:
+        """The `alert_type`s of `job`'s rows in `table` when other jobs write it too (alert processors sharing
+        a table); None when `job` is its only writer (every row is its own)."""
+        if len(self.writers_of(table)) < 2:
+            return None
+        from include.registry.processors import PROCESSORS
+
+        return PROCESSORS[job.transform.processor].alert_types

@@ -206,6 +206,36 @@ class Sessionizer(Stage):
         return []
 
 
+class StaleServices:
+    """`stale_services` on processing time: batches in order, each with its processing timestamp (Spark's
+    batchTimestampMs, what the timers see) and the (service, event ms) logs it read. A service read in a
+    batch recovers (if stale) or has its timer moved to the batch time + `silent_ms`; then every timer that
+    expired before the batch time makes its service stale. Alerts: (type, service, alert ms, window ms, count)."""
+
+    def __init__(self, silent_ms: int):
+        self.silent_ms = silent_ms
+        self.status: dict[str, list] = {}  # service -> [last event ms, logs, timer ms, stale]
+        self.alerts: list[tuple] = []
+
+    def batch(self, timestamp_ms: int, logs: list[tuple[str, int]]) -> None:
+        read: dict[str, list[int]] = {}
+        for service, event_ms in logs:
+            read.setdefault(service, []).append(event_ms)
+        for service, times in read.items():
+            status = self.status.get(service)
+            if status and status[3]:
+                self.alerts.append(("recovered", service, min(times), status[0], len(times)))
+                count = len(times)
+            else:
+                count = len(times) + (status[1] if status else 0)
+            last = max([*times, *([status[0]] if status else [])])
+            self.status[service] = [last, count, timestamp_ms + self.silent_ms, False]
+        for service, status in self.status.items():
+            if not status[3] and status[2] < timestamp_ms:
+                self.alerts.append(("stale", service, status[2], status[0], status[1]))
+                status[3] = True
+
+
 def expected_session_summaries(registry: Registry, drops: list[list[Path]], job_id: str = "gold_user_session_summaries",
                                initial: dict[str, list] | None = None) -> list[tuple]:
     """The sorted summaries of a sessionizer job reading silver/clickstream, over `drops` of clickstream files."""

@@ -23,13 +23,14 @@ def write(settings, registry, table: str, rows: list[dict]) -> None:
     write_deltalake(str(path), data, mode="append")
 
 
-def write_checkpoint(settings, job_id: str, watermark: datetime) -> None:
-    """A committed batch 0 in the job's checkpoint, with this watermark (as Spark writes it)."""
+def write_checkpoint(settings, job_id: str, watermark: datetime, source_offset: dict | None = None) -> None:
+    """A committed batch 0 in the job's checkpoint, with this watermark and source offset (as Spark writes them)."""
     checkpoint = settings.layout.checkpoint(job_id)
     for log in ("offsets", "commits"):
         (checkpoint / log).mkdir(parents=True, exist_ok=True)
     offsets = {"batchWatermarkMs": int(watermark.timestamp() * 1000), "batchTimestampMs": 0, "conf": {}}
-    (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(offsets)}\n{{\"version\": 1}}")
+    source = json.dumps(source_offset or {"version": 1})
+    (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(offsets)}\n{source}")
     (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
 
 
