@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -37,3 +38,11 @@ def write_checkpoint(settings, job_id: str, watermark: datetime, source_offset: 
 def recorded(settings, run_id: str | None = None) -> list[dict]:
     rows = delta_store.read_table(settings.layout.ops_table(RESULTS_TABLE)).to_pylist()
     return [r for r in rows if run_id in (None, r["run_id"])]
+
+
+def assert_fails_only(settings, report, table: str, expected: str) -> None:
+    """The report's only failing (blocking) expectation is `expected`, shown on `table`'s line and recorded."""
+    assert report.failed() == {expected}, report.render()
+    assert {r.expectation for r in report.blocking_failures} == {expected}, report.render()
+    assert re.search(rf"FAIL +{table} +{expected}(\(\w+\))? ", report.render()), report.render()
+    assert {r["expectation"] for r in recorded(settings, report.run_id) if not r["success"]} == {expected}
