@@ -46,16 +46,11 @@ def registry():
 def small_batch_registry(raw, tmp_path, lakehouse_env):
     """The registry with backfills admitted as live runs are (2 landing files, 1 upstream commit per batch):
     several micro-batches per run, for tests about what happens between them. Subprocesses get it too."""
-    import yaml
-
-    from include.registry import build_registry
+    from tests.support.helpers import saved_registry
 
     raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}
     raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 2}
-    path = tmp_path / "small_batches.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    lakehouse_env["LAKEHOUSE_REGISTRY"] = str(path)
-    return build_registry(raw, path)
+    return saved_registry(raw, tmp_path / "small_batches.yaml", lakehouse_env)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from include.ops import lease
 from include.ops.heartbeats import read_heartbeat
@@ -20,7 +19,7 @@ from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize
 from spark_jobs.runner import run_job
-from tests.support.helpers import generate, run_cli, signal_group_when, wait_for
+from tests.support.helpers import generate, run_cli, saved_registry, signal_group_when, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -137,10 +136,7 @@ def test_damaged_files_and_bad_settings_end_in_one_line(spark, settings, raw, la
     """Each fault: exit 2, one line naming the file (or value) and what to do, no trace, nothing changed.
     Silver keeps its state with changelog checkpointing, gold in snapshots (the shipped default)."""
     raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": True}
-    path = tmp_path / "changelog_silver.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    lakehouse_env["LAKEHOUSE_REGISTRY"] = str(path)
-    registry = build_registry(raw, path)
+    registry = saved_registry(raw, tmp_path / "changelog_silver.yaml", lakehouse_env)
     generate(settings, events=300, seed=73, files=2)
     for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))

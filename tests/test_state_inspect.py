@@ -6,14 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import yaml
 from pyspark.sql import functions as F
 
 from include.ops.health import skew
-from include.registry import Trigger, build_registry
+from include.registry import Trigger
 from spark_jobs.runner import run_job
 from spark_jobs.state_inspect import inspect_state
-from tests.support.helpers import generate, run_cli
+from tests.support.helpers import generate, run_cli, saved_registry
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -28,10 +27,7 @@ def test_skew_is_max_over_median_keys_per_partition():
 
 def test_state_change_feed_of_a_changelog_job(spark, settings, raw, tmp_path, lakehouse_env):
     raw["jobs"]["gold_user_activity_1h"]["state_store"] = {"changelog_checkpointing": True}
-    path = tmp_path / "registry.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    lakehouse_env["LAKEHOUSE_REGISTRY"] = str(path)
-    registry = build_registry(raw, path)
+    registry = saved_registry(raw, tmp_path / "registry.yaml", lakehouse_env)
     generate(settings, events=600, seed=9, files=2)
     for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_1h"):
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)

@@ -141,9 +141,7 @@ def summary_rows(settings) -> list[tuple]:
                    r["total_value"], int(r["closed_at"].timestamp())) for r in rows)
 
 
-def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw, tmp_path):
-    import yaml
-
+def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw):
     from include.generator import DEFAULT_START
     from include.quality import run_quality
     from include.registry import build_registry
@@ -154,9 +152,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     transform = raw["jobs"]["gold_user_session_summaries"]["transform"]
     transform["params"] = {"gap": "2 minutes"}
     transform["initial_state"] = "seed/open_sessions"
-    path = tmp_path / "sessions.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    registry = build_registry(raw, path)
+    registry = build_registry(raw)
     # open sessions carried over from elsewhere: two users go on right away, one never comes back
     seeds = {"user_00001": (-5, -1, 4, 10.0), "user_00002": (-3, -1, 1, 2.5), "seed_only": (-90, -80, 2, 1.0)}
     rows = [{"user_id": user, "session_start": DEFAULT_START + timedelta(minutes=a),
@@ -189,7 +185,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     assert not report.failed() and report.results, report.render()
 
     transform["initial_state"] = "seed/missing_sessions"
-    missing = build_registry(raw, path)
+    missing = build_registry(raw)
     with pytest.raises(ValueError, match=r"job 'gold_user_session_summaries': transform.initial_state: no Delta "
                                          r"table at .*seed/missing_sessions"):
         run_job(spark, settings, missing, "gold_user_session_summaries", AVAILABLE_NOW)
@@ -199,7 +195,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
         transform["initial_state"] = name
         with pytest.raises(ValueError, match=rf"transform.initial_state: table {name} has (several rows for one key "
                                              r"\(one open state per key\)|null values), e.g. for keys \[\('user_0000[12]',\)\]"):
-            run_job(spark, settings, build_registry(raw, path), "gold_user_session_summaries", AVAILABLE_NOW)
+            run_job(spark, settings, build_registry(raw), "gold_user_session_summaries", AVAILABLE_NOW)
     assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
 
 
@@ -220,7 +216,7 @@ def gold_batches(settings, job_id: str = "gold_stale_services") -> list[tuple[in
             for i in ids]
 
 
-def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, settings, raw, tmp_path):
+def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, settings, raw):
     """Processing-time timers: a service with no log read for `silent_for` is stale at the first batch after
     that; one whose log is read in that same batch is not; its next log recovers it."""
     import time

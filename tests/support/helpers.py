@@ -93,3 +93,14 @@ def signal_group_when(command: list[str], env: dict, ready, signum: int, what: s
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     return process.returncode, output
+
+
+def saved_registry(raw: dict, path: Path, env: dict):
+    """`raw` built as the registry, and saved to `path` for the subprocesses of `env` (LAKEHOUSE_REGISTRY)."""
+    import yaml
+
+    from include.registry import build_registry
+
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    env["LAKEHOUSE_REGISTRY"] = str(path)
+    return build_registry(raw, path)
