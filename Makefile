@@ -47,7 +47,7 @@ demo: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
 
 test: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(BROWSER_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
 test-unit: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)

@@ -92,6 +92,9 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "false")
+        # A micro-batch is cached only while its writes read it (spark_jobs.batch_writer): compressing the
+        # cache costs more time than its memory saves (bench/backfill_vs_batch.py).
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
