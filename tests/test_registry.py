@@ -311,6 +311,15 @@ def test_delta_table_option_mistakes_are_named(raw):
     assert "job 'gold_user_activity_5m': sink.maintenance.vacuum_retention: must be whole hours" in found
 
 
+def test_a_processor_job_keeps_its_state_in_rocksdb(raw):
+    broken = copy.deepcopy(raw)
+    broken["jobs"]["gold_user_session_summaries"]["state_store"] = {"provider": "hdfs"}
+    broken["jobs"]["gold_user_sessions"]["state_store"] = {"provider": "hdfs"}  # a window job may choose it
+    assert problems_of(broken) == [
+        "job 'gold_user_session_summaries': state_store.provider: a stateful_process job keeps its state in "
+        "RocksDB (Spark's transformWithState needs its column families), got 'hdfs'"]
+
+
 def test_an_upserted_table_is_read_through_its_change_feed(raw):
     reader = {
         "source": {"table": "gold/user_activity_1h", "watermark": "1 hour", "event_time": "window_end"},

@@ -250,6 +250,9 @@ def _validate_job(
     state_store = _validate_state_store(
         where, {**defaults.get("state_store", {}), **(job.get("state_store") or {})}, problems
     )
+    if state_store and state_store.provider != "rocksdb" and transform.get("kind") == "stateful_process":
+        problems.append(f"{where}: state_store.provider: a stateful_process job keeps its state in RocksDB "
+                        f"(Spark's transformWithState needs its column families), got {state_store.provider!r}")
     supervision_raw = {**defaults.get("supervision", {}), **(job.get("supervision") or {})}
     health = [(defaults.get("supervision") or {}).get("health"), (job.get("supervision") or {}).get("health")]
     if all(isinstance(h, dict) for h in health):  # a job's thresholds refine the defaults' one by one
