@@ -1,7 +1,7 @@
 """Benchmark: a 1M-event backfill (bronze -> silver -> gold_user_activity_5m, available-now streaming)
 against an equivalent Spark batch job on the same input, in one run and one SparkSession.
 
-    .venv/bin/python bench/backfill_vs_batch.py [--events 1000000] [--files 10]
+    .venv/bin/python bench/backfill_vs_batch.py [--events 1000000] [--files 10] [--state-provider hdfs]
 
 The batch job applies the same transforms (parse + quarantine split, dropDuplicates, 5-minute windows)
 to the whole input at once and writes the same Delta tables natively (delta-spark, executors write).
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import finish, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
-from include.registry import Trigger, load_registry  # noqa: E402
+from include.registry import Registry, Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
@@ -51,6 +51,13 @@ def batch_pipeline(spark, settings, registry, landing: Path) -> None:
     parsed.unpersist()
     write(read("bronze/clickstream").dropDuplicates(list(silver_job.transform.keys)), "silver/clickstream")
     write(window_aggregate(read("silver/clickstream"), gold_job), "gold/user_activity_5m")
+
+
+def with_state_provider(registry: Registry, provider: str) -> Registry:
+    """The registry with every job's state in `provider`."""
+    jobs = {job_id: replace(job, state_store=replace(job.state_store, provider=provider))
+            for job_id, job in registry.jobs.items()}
+    return replace(registry, jobs=jobs)
 
 
 def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
@@ -85,11 +92,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--state-provider", choices=("rocksdb", "hdfs"),
+                        help="the streaming jobs' state store (default: the registry's)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
     base = load_settings()
     registry = load_registry(base.registry_path)
+    if args.state_provider:
+        registry = with_state_provider(registry, args.state_provider)
     spark = get_spark(base, app_name="lakehouse-bench")
     warm_up(spark, work)
     compare(spark, base, registry, work / "warm_up", events=20_000, files=2)
