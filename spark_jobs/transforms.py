@@ -90,8 +90,11 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
             typed[column] = F.expr(f"try_cast(j.`{column}` AS DATE)")
         else:
             typed[column] = text
+    # A line that is no JSON object leaves from_json with no row or a corrupt record: only such lines pay for a
+    # second parse (json_object_keys) that tells malformed JSON from a wrong type.
+    unread = F.col("j").isNull() | F.col("j._corrupt_record").isNotNull()
     reason = F.when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
-        F.json_object_keys(F.col(RAW_LINE)).isNull(), F.lit("malformed_json")).when(
+        unread & F.json_object_keys(F.col(RAW_LINE)).isNull(), F.lit("malformed_json")).when(
         F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type")
     )
     for column in job.source.required:

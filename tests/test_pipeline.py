@@ -218,3 +218,30 @@ def test_a_key_expression_spark_cannot_resolve_names_the_job_and_field(spark, se
     with pytest.raises(ValueError, match=r"job 'gold_user_activity_5m': transform.keys.who: 'lower\(usr\)' is not an "
                                          r"expression over the source's columns \(event_id, user_id"):
         run_job(spark, settings, registry, "gold_user_activity_5m", AVAILABLE_NOW)
+
+
+@pytest.mark.spark
+def test_each_odd_line_gets_its_quarantine_reason(spark, registry, tmp_path):
+    from spark_jobs.transforms import QUARANTINE_REASON, parse_json
+
+    good = '"event_id": "e1", "user_id": "u1", "event_type": "view", "value": 1.5'
+    lines = {
+        '{' + good + ', "event_time": "2026-01-01T00:00:00Z"}': None,
+        '{' + good + ', "event_time": "2026-01-01T00:00:00Z"': "malformed_json",  # truncated
+        '[{' + good + ', "event_time": "2026-01-01T00:00:00Z"}]': "malformed_json",  # an array, not an object
+        '42': "malformed_json",
+        '"text"': "malformed_json",
+        'null': "malformed_json",
+        '': "malformed_json",
+        'not json at all': "malformed_json",
+        '{"event_id": "e2", "value": "high", "event_time": "2026-01-01T00:00:00Z"}': "wrong_type",
+        '{"event_id": "e3", "value": 2}': "missing_event_time",
+        '{"value": 2, "event_time": "2026-01-01T00:00:00Z"}': "missing_event_id",
+        '{"event_id": "e4", "event_time": "yesterday"}': "unparseable_event_time",
+        '{}': "missing_event_id",
+    }
+    landing = tmp_path / "odd.jsonl"
+    landing.write_text("\n".join(lines) + "\n")
+    rows = parse_json(spark.read.format("text").option("lineSep", "\n").load(str(landing)),
+                      registry.job("bronze_clickstream")).select("raw_line", QUARANTINE_REASON).collect()
+    assert {r["raw_line"]: r[QUARANTINE_REASON] for r in rows} == lines
