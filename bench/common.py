@@ -14,6 +14,18 @@ def warm_up(spark, work: Path) -> None:
     spark.read.format("delta").load(path).count()
 
 
+def good_rows(stream, job):
+    """The job's output columns of a parse_json stream's good rows (what its sink table receives). observe() keeps
+    the filter from being pushed below the parse, which would parse every line again for each clause."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.transforms import QUARANTINE_REASON
+
+    if job.sink.quarantine_table:
+        stream = stream.observe("lines", F.count(F.lit(1))).where(F.col(QUARANTINE_REASON).isNull())
+    return stream.select(*job.output_schema)
+
+
 def finish(spark, work: Path, result: dict) -> None:
     """Print the result as JSON, stop Spark and remove the benchmark's scratch directory."""
     print(json.dumps(result, indent=2))

@@ -1,6 +1,8 @@
 """Benchmark: the same streaming query (bronze: landing JSON -> parsed rows, available-now, the registry's
 backfill admission) written by the project's Delta sink (foreachBatch, idempotent Delta appends by the
-executors) and by Spark's own parquet file sink, in one run and one SparkSession. Both run once on a
+executors), by Spark's own parquet file sink and by Delta's own streaming sink, in one run and one
+SparkSession. The two plain sinks write the good rows only; the project's job also writes the quarantine
+table, accounts for every landing file's bytes and records the batch (ledger, progress, lease). Both run once on a
 small input first, untimed, so that neither pays the JVM's first-use costs for the other.
 
     .venv/bin/python bench/delta_sink_vs_parquet.py [--events 1000000] [--files 20]
@@ -19,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, warm_up  # noqa: E402
+from bench.common import finish, good_rows, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -31,16 +33,16 @@ from spark_jobs.transforms import build_stream  # noqa: E402
 JOB = "bronze_clickstream"
 
 
-def parquet_sink(spark, settings, registry) -> int:
-    """The job's query into Spark's parquet sink (good rows only, as the Delta sink's main table)."""
+def plain_sink(spark, settings, registry, sink_format: str) -> int:
+    """The job's query into Spark's parquet sink or Delta's streaming sink (good rows only, as the job's table)."""
     job = registry.job(JOB)
-    stream = build_stream(spark, settings, job, available_now=True).where("_quarantine_reason IS NULL").select(*job.output_schema)
-    out = settings.root / "parquet_bronze"
-    query = (stream.writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(settings.root / "_checkpoints" / "parquet"))
+    stream = good_rows(build_stream(spark, settings, job, available_now=True), job)
+    out = settings.root / f"{sink_format}_bronze"
+    query = (stream.writeStream.format(sink_format).option("path", str(out))
+             .option("checkpointLocation", str(settings.root / "_checkpoints" / sink_format))
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    return spark.read.parquet(str(out)).count()
+    return spark.read.format(sink_format).load(str(out)).count()
 
 
 def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
@@ -51,8 +53,12 @@ def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
     shutil.copytree(delta.layout.landing("landing/clickstream"), parquet.layout.landing("landing/clickstream"))
 
     started = time.perf_counter()
-    parquet_rows = parquet_sink(spark, parquet, registry)
+    parquet_rows = plain_sink(spark, parquet, registry, "parquet")
     parquet_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    own_sink_rows = plain_sink(spark, parquet, registry, "delta")
+    own_sink_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
     run_job(spark, delta, registry, JOB, Trigger(available_now=True))
@@ -63,7 +69,10 @@ def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
         "parquet_sink_seconds": round(parquet_seconds, 1),
         "delta_sink_seconds": round(delta_seconds, 1),
         "ratio": round(delta_seconds / parquet_seconds, 2),
+        "delta_own_sink_seconds": round(own_sink_seconds, 1),
+        "delta_own_sink_ratio": round(own_sink_seconds / parquet_seconds, 2),
         "rows_parquet": parquet_rows,
+        "rows_delta_own_sink": own_sink_rows,
         "rows_delta": delta_store.count_rows(delta.layout.table("bronze/clickstream")),
     }
 
