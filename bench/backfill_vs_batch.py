@@ -8,8 +8,8 @@ to the whole input at once and writes the same Delta tables natively (delta-spar
 A third run measures the floor of any streaming backfill on this stack: the same three streaming queries
 (`build_stream`, same admission and state store) into Delta's own streaming sink, with none of the
 project's work around them (no quarantine table, file accounting, batch ledger, lease or progress log).
-Both run once on a small input first, untimed, so that neither pays the JVM's first-use costs (class
-loading, JIT) for the other.
+All three run once on a small input first, untimed, so that none pays the JVM's first-use costs (class
+loading, JIT) for the others.
 """
 
 from __future__ import annotations

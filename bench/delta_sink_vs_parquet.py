@@ -2,8 +2,8 @@
 backfill admission) written by the project's Delta sink (foreachBatch, idempotent Delta appends by the
 executors), by Spark's own parquet file sink and by Delta's own streaming sink, in one run and one
 SparkSession. The two plain sinks write the good rows only; the project's job also writes the quarantine
-table, accounts for every landing file's bytes and records the batch (ledger, progress, lease). Both run once on a
-small input first, untimed, so that neither pays the JVM's first-use costs for the other.
+table, accounts for every landing file's bytes and records the batch (ledger, progress, lease). All three run once
+on a small input first, untimed, so that none pays the JVM's first-use costs for the others.
 
     .venv/bin/python bench/delta_sink_vs_parquet.py [--events 1000000] [--files 20]
 """
