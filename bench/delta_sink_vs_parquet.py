@@ -27,7 +27,7 @@ from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
-from spark_jobs.runner import run_job  # noqa: E402
+from spark_jobs.streaming_query import run_job  # noqa: E402
 from spark_jobs.transforms import build_stream  # noqa: E402
 
 JOB = "bronze_clickstream"

@@ -23,13 +23,14 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import finish  # noqa: E402
+from include.checkpoints.request import CheckpointRequest  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, build_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
-from spark_jobs.checkpoint_actions import Request, apply  # noqa: E402
-from spark_jobs.runner import run_job  # noqa: E402
+from spark_jobs.checkpoint_actions import apply  # noqa: E402
+from spark_jobs.streaming_query import run_job  # noqa: E402
 
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 JOB = "gold_user_activity_5m"
@@ -57,18 +58,18 @@ def main() -> None:
                   GeneratorConfig(events=2000, seed=2, files=2))
     for job_id in JOBS:
         run_job(spark, warm, registry, job_id, Trigger(available_now=True))
-    apply(spark, warm, repartitioned, Request("repartition", (JOB,), actor="bench"))
-    apply(spark, warm, repartitioned, Request("full-refresh", (JOB,), actor="bench"))
+    apply(spark, warm, repartitioned, CheckpointRequest("repartition", (JOB,), actor="bench"))
+    apply(spark, warm, repartitioned, CheckpointRequest("full-refresh", (JOB,), actor="bench"))
     for job_id in JOBS:
         run_job(spark, history, registry, job_id, Trigger(available_now=True))
     shutil.copytree(history.root, rebuilt.root)
 
     started = time.perf_counter()
-    apply(spark, history, repartitioned, Request("repartition", (JOB,), actor="bench"))
+    apply(spark, history, repartitioned, CheckpointRequest("repartition", (JOB,), actor="bench"))
     repartition_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    apply(spark, rebuilt, registry, Request("full-refresh", (JOB,), actor="bench"))
+    apply(spark, rebuilt, registry, CheckpointRequest("full-refresh", (JOB,), actor="bench"))
     full_refresh_seconds = time.perf_counter() - started
 
     result = {

@@ -27,8 +27,8 @@ from include.airflow.operators import (
     MaintenanceOperator,
     QualityCheckOperator,
 )
+from include.checkpoints.request import APPLIED_MODES, param_specs
 from include.quality.suites import quality_tables
-from include.registry import MAX_SHUFFLE_PARTITIONS
 
 SETTINGS, REGISTRY = load()
 
@@ -219,7 +219,7 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 - **Params**: `tables`, the tables to maintain (empty: all of them).
 - **Safe beside running jobs**: appends and VACUUM do not conflict with compaction; a table whose writer is
   running and upserts (MERGE) is not compacted this time (recorded as skipped, with the holder).
-- **Runs**: `spark-submit spark_jobs/maintain.py` on connection `spark_default`, like the jobs.
+- **Runs**: `spark-submit spark_jobs/entrypoints/maintain_tables.py` on connection `spark_default`, like the jobs.
 - **Touches**: the tables under `{SETTINGS.root}`; every operation is a row in `_ops/maintenance` (what ran,
   files before/after, versions, duration, outcome). A failed operation fails the task after the others ran.
 """
@@ -244,7 +244,8 @@ CHECKPOINT_DOC = """
 Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see the README's *Checkpoint
 management*; `lakehouse checkpoint plan` says which one a registry change needs):
 
-- **repartition**: move a job's state to the registry's `shuffle_partitions`; nothing is reprocessed.
+- **repartition**: move a job's state to the registry's `state_store.shuffle_partitions` (the only source of
+  the count); nothing is reprocessed.
 - **reset-checkpoint**: keep the sink table, start a new checkpoint at `from_version`, `from_timestamp`
   or `from_latest` (the plan says which versions are missed or read again).
 - **full-refresh**: empty the sink tables (a new Delta version; history kept) and rebuild them from all
@@ -255,7 +256,7 @@ management*; `lakehouse checkpoint plan` says which one a registry change needs)
 
 Tasks: `plan` validates the form and shows the plans -> `approve`, a person's approval (Browse ->
 Required Actions), only when the mode destroys state and `dry_run` is off -> `stop_live_jobs` (at a batch
-boundary) -> `apply` (`spark-submit spark_jobs/checkpoint.py` on `spark_default`) -> `verify` (every
+boundary) -> `apply` (`spark-submit spark_jobs/entrypoints/checkpoint_action.py` on `spark_default`) -> `verify` (every
 plan is `resume` again and, unless `verify_run` is off, an available-now run of each target resumes and
 commits) -> `restart_live_jobs` -> `audit` (`_ops/checkpoint_audit`: every action, dry
 runs and rejections included). `dry_run` is on by default. Old checkpoints are moved aside as
@@ -274,27 +275,17 @@ with DAG(
         "jobs": Param([], type="array", examples=list(REGISTRY.order), minItems=1,
                       items={"type": "string", "enum": list(REGISTRY.order)},
                       description="Jobs whose checkpoint to act on (at least one)."),
-        "mode": Param("repartition", type="string", enum=["repartition", "reset-checkpoint", "full-refresh",
-                                                          "rollback"],
+        "mode": Param("repartition", type="string", enum=list(APPLIED_MODES),
                       description="What to do; `lakehouse checkpoint plan` says what a change needs."),
         "dry_run": Param(True, type="boolean", description="Say what would happen; change nothing."),
-        "cascade": Param(False, type="boolean", description="full-refresh: rebuild every downstream job too."),
-        "partitions": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_SHUFFLE_PARTITIONS,
-                            description="repartition: the new count, at most "
-                                        f"{MAX_SHUFFLE_PARTITIONS} (empty: the registry's shuffle_partitions)."),
-        "from_version": Param(None, type=["null", "integer"], minimum=0,
-                              description="reset-checkpoint: start at this version of the job's source table."),
-        "from_timestamp": Param(None, type=["null", "string"],
-                                description="reset-checkpoint: start at the first version committed at or after "
-                                            "this time (e.g. 2026-11-23T10:00:00Z)."),
-        "from_latest": Param(False, type="boolean", description="reset-checkpoint: only what is committed from now."),
+        **{name: Param(False, type="boolean", description=spec["description"]) if spec["type"] == "boolean" else
+           Param(None, type=["null", spec["type"]], description=spec["description"],
+                 **({"minimum": spec["minimum"]} if spec["minimum"] is not None else {}))
+           for name, spec in param_specs().items()},
         "verify_run": Param(True, type="boolean",
                             description="After the action, run each target once with available-now: it resumes from "
                                         "its checkpoint and commits what is pending (after a rollback, the undone "
                                         "batches again, on the same input). Off: check the plans only."),
-        "to_batch": Param(None, type=["null", "integer"], minimum=0,
-                          description="rollback (one job): the batch whose checkpoint and table versions to restore "
-                                      "(`lakehouse checkpoint inspect <job>` lists the batches kept)."),
     },
 ) as checkpoint_reset:
     from airflow.providers.standard.operators.hitl import ApprovalOperator

@@ -9,33 +9,16 @@ import os
 import sys
 import time
 from dataclasses import replace
-from datetime import datetime
 
+from include import arguments
+from include.checkpoints.request import MODES, add_arguments, from_args
 from include.logging_setup import configure_logging
 from include.ops.launch import report_failure
 from include.registry import Trigger, load_registry
 from include.settings import Settings, load_settings
-from spark_jobs.checkpoint_actions import COMMAND_HELP, add_action_arguments
-from spark_jobs.entrypoint import add_run_arguments, positive_int
+from spark_jobs.job_process import add_run_arguments
 
 log = logging.getLogger("lakehouse")
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 timestamp: {text!r}") from exc
-    if moment.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"needs a UTC offset: {text!r}")
-    return moment
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,25 +27,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="write deterministic test data into landing/<source>/")
     gen.add_argument("--source", required=True)
-    gen.add_argument("--events", type=positive_int, required=True)
+    gen.add_argument("--events", type=arguments.positive_int, required=True)
     gen.add_argument("--seed", type=int, required=True)
-    gen.add_argument("--files", type=positive_int, default=10)
-    gen.add_argument("--start", type=_timestamp, help="event time of the first event (default 2026-01-01T00:00:00Z)")
+    gen.add_argument("--files", type=arguments.positive_int, default=10)
+    gen.add_argument("--start", type=arguments.timestamp, help="event time of the first event (default 2026-01-01T00:00:00Z)")
     gen.add_argument("--events-per-minute", type=float, default=20.0)
-    gen.add_argument("--users", type=positive_int,
+    gen.add_argument("--users", type=arguments.positive_int,
                      help="distinct users (service_logs: services); default: one per 100 events (200), at least 5")
-    gen.add_argument("--duplicate-fraction", type=_fraction, default=0.02)
-    gen.add_argument("--out-of-order-fraction", type=_fraction, default=0.05)
-    gen.add_argument("--late-fraction", type=_fraction, default=0.01)
-    gen.add_argument("--malformed-fraction", type=_fraction, default=0.01)
+    gen.add_argument("--duplicate-fraction", type=arguments.fraction, default=0.02)
+    gen.add_argument("--out-of-order-fraction", type=arguments.fraction, default=0.05)
+    gen.add_argument("--late-fraction", type=arguments.fraction, default=0.01)
+    gen.add_argument("--malformed-fraction", type=arguments.fraction, default=0.01)
 
     add_run_arguments(sub.add_parser("run", help="run one registry job as a streaming query (as spark-submit "
-                                                 "spark_jobs/submit.py does)"))
+                                                 "spark_jobs/entrypoints/run_job.py does)"))
 
     demo = sub.add_parser("demo", help="generate data, run every job available-now, print the summary")
-    demo.add_argument("--events", type=positive_int, default=20000)
+    demo.add_argument("--events", type=arguments.positive_int, default=20000)
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--files", type=positive_int, default=10)
+    demo.add_argument("--files", type=arguments.positive_int, default=10)
     demo.add_argument("--direct", action="store_true",
                       help="run the jobs in this process instead of through Airflow's lakehouse_backfill")
 
@@ -87,13 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan = checkpoint_sub.add_parser("plan", help="what each job's checkpoint needs after registry changes")
     plan.add_argument("jobs", nargs="*", help="jobs (default: every job)")
     plan.add_argument("--json", action="store_true")
-    for mode, text in COMMAND_HELP.items():
-        add_action_arguments(checkpoint_sub.add_parser(mode, help=text), mode)
+    for name, mode in MODES.items():
+        add_arguments(checkpoint_sub.add_parser(name, help=mode.help), name)
 
     state = sub.add_parser("state", help="what a job's state store holds, per operator (the job may be stopped)")
     state.add_argument("job")
     state.add_argument("--json", action="store_true")
-    state.add_argument("--changes", type=_batch_range, metavar="B1:B2",
+    state.add_argument("--changes", type=arguments.batch_range, metavar="B1:B2",
                        help="the state change feed from batch B1 to B2 (needs changelog checkpointing)")
 
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
@@ -125,7 +108,7 @@ def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from spark_jobs.entrypoint import run
+    from spark_jobs.job_process import run
 
     return run(settings, args)
 
@@ -133,7 +116,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from include.generator import GeneratorConfig, write_landing
     from include.summary import summarize
-    from spark_jobs.entrypoint import install_stop_handler
+    from spark_jobs.job_process import install_stop_handler
 
     registry = load_registry(settings.registry_path)
     stop = install_stop_handler()
@@ -143,7 +126,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         write_landing(settings.layout.landing(path), name, config)
     if args.direct:
         from include.spark_session import get_spark
-        from spark_jobs.runner import run_job
+        from spark_jobs.streaming_query import run_job
 
         spark = get_spark(settings, app_name="lakehouse-demo")
         for job_id in registry.order:
@@ -187,13 +170,13 @@ def demo_through_airflow(settings: Settings) -> list[str] | None:
         if run_airflow(settings, step, log_file) != 0:
             return step
     os.environ.update(airflow_environment(settings))  # this process reads the run's progress from Airflow's DB
-    from include.airflow import progress
+    from include.airflow import run_follower
 
     started = time.monotonic()
-    before = progress.latest_run_id("lakehouse_backfill")
+    before = run_follower.latest_run_id("lakehouse_backfill")
     step = ["dags", "test", "lakehouse_backfill"]
     process = start_airflow(settings, step, log_file)
-    progress.follow("lakehouse_backfill", before, process, sys.stderr)
+    run_follower.follow("lakehouse_backfill", before, process, sys.stderr)
     sys.stderr.write(f"lakehouse_backfill {'succeeded' if process.returncode == 0 else 'FAILED'} in "
                      f"{time.monotonic() - started:.0f} s\n")
     return step if process.returncode != 0 else None
@@ -251,16 +234,16 @@ def cmd_checkpoint(settings: Settings, args: argparse.Namespace) -> int:
         operators = None
         if not args.no_state:
             from include.spark_session import get_spark
-            from spark_jobs.checkpoint_actions import state_operators
+            from spark_jobs.state_inspect import state_operators
 
             operators = state_operators(get_spark(settings, app_name="lakehouse-inspect"),
                                         settings.layout.checkpoint(job.id))
         report = inspect.inspect(settings, registry, job, operators)
         sys.stdout.write((json.dumps(report, indent=2, default=str) if args.json else inspect.render(report)) + "\n")
         return 0
-    from spark_jobs.checkpoint_actions import run_action
+    from spark_jobs.checkpoint_actions import run_request
 
-    return run_action(settings, args)
+    return run_request(settings, from_args(args.checkpoint_command, args))
 
 
 def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
@@ -279,15 +262,8 @@ def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _batch_range(text: str) -> tuple[int, int]:
-    first, sep, last = text.partition(":")
-    if not (sep and first.isdigit() and last.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected B1:B2 (batch ids, e.g. 3:5), got {text!r}")
-    return int(first), int(last)
-
-
 def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
-    from spark_jobs.maintenance import run
+    from spark_jobs.table_maintenance import run
 
     return run(settings, args.tables)
 

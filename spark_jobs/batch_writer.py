@@ -20,8 +20,9 @@ from include import checkpoints
 from include.ops import batch_ledger
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
-from spark_jobs import hooks, landing
-from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, spark_schema
+from spark_jobs import batch_hooks, landing
+from spark_jobs.schemas import spark_schema
+from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -42,7 +43,7 @@ def make_batch_writer(settings: Settings, job: JobSpec,
         batch.persist()
         try:
             rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # the pass that fills the cache
-            hooks.fire(job.id, "before_commit", batch_id)
+            batch_hooks.fire(job.id, "before_commit", batch_id)
             for table, rows in routes(job, batch, unread):
                 if not rows_per_table.get(table):
                     continue
@@ -55,7 +56,7 @@ def make_batch_writer(settings: Settings, job: JobSpec,
             batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
             if written is not None:
                 written.update(rows_per_table)
-            hooks.fire(job.id, "after_commit", batch_id)
+            batch_hooks.fire(job.id, "after_commit", batch_id)
         finally:
             batch.unpersist()
 

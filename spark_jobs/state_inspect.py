@@ -166,3 +166,27 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"    timers: {timers['count']} on {timers['keys']} keys"
                          + (f"; next: {upcoming}" if upcoming else ""))
     return "\n".join(lines)
+
+
+def state_operators(spark: SparkSession, checkpoint: Path) -> list[dict]:
+    """Spark's `state-metadata` of the checkpoint, with each store's key and value schema (`statestore`) and
+    the partitions that hold the state of the last committed batch (Spark's operator metadata keeps the
+    count the operator was first written with, also after an offline repartition)."""
+    if not (Path(checkpoint) / "state").is_dir():
+        return []
+    rows = [r.asDict() for r in spark.read.format("state-metadata").load(str(checkpoint)).collect()]
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    for row in rows:
+        operator = Path(checkpoint) / "state" / str(row["operatorId"])
+        version = (batch if batch is not None else -1) + 1  # state version = batch id + 1
+        row["partitionsAtLatestBatch"] = sum(
+            1 for part in operator.iterdir() if part.name.isdigit()
+            and any(f.name.split(".")[0] == str(version) for f in part.iterdir() if f.is_file()))
+        try:
+            schema = (spark.read.format("statestore").option("operatorId", row["operatorId"])
+                      .option("storeName", row["stateStoreName"]).load(str(checkpoint)).schema)
+            row["keySchema"] = schema["key"].dataType.simpleString()
+            row["valueSchema"] = schema["value"].dataType.simpleString()
+        except Exception as exc:  # e.g. a join's stores, read per side: the metadata is still worth showing
+            row["keySchema"] = row["valueSchema"] = f"? ({type(exc).__name__})"
+    return rows

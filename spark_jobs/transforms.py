@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from functools import reduce
 
 from pyspark.errors import AnalysisException
@@ -10,34 +11,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.registry import (
-    COLUMN_TYPES,
-    PROCESSORS,
-    Deduplicate,
-    JobSpec,
-    ParseJson,
-    RunningAggregate,
-    SessionAggregate,
-    SourceSpec,
-    StatefulProcess,
-    StreamJoin,
-    WindowAggregate,
-)
+from include.registry import PROCESSORS, JobSpec, SourceSpec
 from include.settings import Settings
 from spark_jobs import landing
+from spark_jobs.schemas import spark_schema, spark_type
 
 QUARANTINE_REASON = "_quarantine_reason"
 RAW_LINE = "raw_line"
 BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the line's bytes, base64-encoded
-
-def spark_type(name: str) -> T.DataType:
-    """The Spark type of a registry column type (include.registry.columns)."""
-    return getattr(T, COLUMN_TYPES[name].spark)()
-
-
-def spark_schema(columns: dict[str, str]) -> T.StructType:
-    return T.StructType([T.StructField(name, spark_type(ctype)) for name, ctype in columns.items()])
-
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
                   starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
@@ -154,7 +135,7 @@ def _aggregate(stream: DataFrame, job: JobSpec, window, prefix: str) -> DataFram
 
 
 def window_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
-    spec: WindowAggregate = job.transform
+    spec = job.transform
     window = F.window(job.source.event_time, f"{spec.window_seconds} seconds", f"{spec.slide_seconds} seconds",
                       f"{spec.offset_seconds} seconds")
     return _aggregate(stream, job, window, "window")
@@ -174,7 +155,7 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     time lies in [left time - before, left time + within]. An outer join emits an unmatched row of its
     outer side(s) (the other side's columns null) once the watermark shows no row can join it any more.
     """
-    spec: StreamJoin = job.transform
+    spec = job.transform
     if spec.where:
         left = left.where(spec.where)
     right = source_stream(spark, settings, spec.right, starting, available_now)
@@ -201,7 +182,7 @@ def stateful_process(spark: SparkSession, settings: Settings, stream: DataFrame,
     reads it in the query's first batch only)."""
     from spark_jobs.processors import processor_for
 
-    spec: StatefulProcess = job.transform
+    spec = job.transform
     info = PROCESSORS[spec.processor]
     columns = dict.fromkeys([*spec.keys, job.source.event_time, *info.input_columns])
     initial = None
@@ -230,23 +211,24 @@ def stateful_process(spark: SparkSession, settings: Settings, stream: DataFrame,
                                         info.time_mode, initialState=initial))
 
 
+def running_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
+    """Totals per key over all time: no window, no watermark."""
+    return _aggregate(stream, job, None, "")
+
+
+SINGLE_STREAM_KINDS: dict[str, Callable[[DataFrame, JobSpec], DataFrame]] = {
+    "parse_json": parse_json, "deduplicate": deduplicate, "window_aggregate": window_aggregate,
+    "session_aggregate": session_aggregate, "running_aggregate": running_aggregate,
+}  # the kinds built from the source stream alone (a join reads a second stream; a processor, a seed table)
+
+
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
                  starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
     """The job's output stream, ready for its sink."""
     stream = source_stream(spark, settings, job.source, starting, available_now)
-    match job.transform:
-        case ParseJson():
-            return parse_json(stream, job)
-        case Deduplicate():
-            return deduplicate(stream, job)
-        case WindowAggregate():
-            return window_aggregate(stream, job)
-        case SessionAggregate():
-            return session_aggregate(stream, job)
-        case StreamJoin():
-            return stream_join(spark, settings, stream, job, starting, available_now)
-        case StatefulProcess():
-            return stateful_process(spark, settings, stream, job)
-        case RunningAggregate():
-            return _aggregate(stream, job, None, "")
-    raise ValueError(f"job {job.id!r}: unknown transform {job.transform!r}")
+    kind = job.transform.kind
+    if kind == "stream_join":
+        return stream_join(spark, settings, stream, job, starting, available_now)
+    if kind == "stateful_process":
+        return stateful_process(spark, settings, stream, job)
+    return SINGLE_STREAM_KINDS[kind](stream, job)

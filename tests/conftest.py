@@ -1,15 +1,17 @@
-"""Shared fixtures: one SparkSession for the whole test session, a fresh lakehouse root per test."""
+"""Shared fixtures: one SparkSession for the whole test session, a fresh lakehouse root per test, and one demo
+lakehouse per session for the tests that only read it."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
 from include.registry import load_registry
-from include.settings import load_settings
+from include.settings import Settings, load_settings
 
 
 @pytest.fixture
@@ -92,6 +94,36 @@ def airflow_db():
     result = subprocess.run(airflow_command() + ["db", "migrate"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return os.environ["AIRFLOW_HOME"]
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    settings: Settings
+    env: dict
+    result: subprocess.CompletedProcess  # `lakehouse demo`'s exit code, stdout and stderr
+    run_id: str  # the lakehouse_backfill run it made, in this session's Airflow metadata DB
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory, airflow_db) -> DemoRun:
+    """`lakehouse demo` once per session: every source generated, the whole `lakehouse_backfill` DAG run through
+    Airflow (a spark-submit per job: the launch path), quality and the health report. The tests that only read
+    its lakehouse share it (tests/test_demo.py); none may change it."""
+    from tests.support.helpers import run_cli
+
+    root = tmp_path_factory.mktemp("demo") / "lakehouse"
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable}
+    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+        env.pop(name, None)
+    result = run_cli(["demo", "--events", "1500", "--files", "3", "--seed", "51"], env, timeout=1200)
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        run_id = session.scalar(select(DagRun.run_id).where(DagRun.dag_id == "lakehouse_backfill")
+                                .order_by(DagRun.id.desc()).limit(1))
+    return DemoRun(replace(load_settings(), root=root), env, result, run_id or "")
 
 
 @pytest.fixture

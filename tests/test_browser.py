@@ -26,7 +26,7 @@ from include.airflow.environment import airflow_command, airflow_environment
 from include.generator import GeneratorConfig, write_landing
 from include.quality.suites import quality_tables
 from include.registry import Trigger
-from spark_jobs.runner import run_job
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import REPO, generate, wait_for
 from tests.test_airflow import dagbag
 

@@ -11,13 +11,15 @@ import yaml
 
 from include import checkpoints
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
+from include.checkpoints.request import CheckpointRequest
 from include.ops import batch_ledger, lease
 from include.ops.checkpoint_audit import AUDIT_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
-from spark_jobs.checkpoint_actions import ActionRefused, Request, apply, state_operators, verify
-from spark_jobs.rollback import RollbackRefused
-from spark_jobs.runner import run_job
+from spark_jobs.checkpoint_actions import ActionRefused, apply, verify
+from spark_jobs.checkpoint_actions.rollback import RollbackRefused
+from spark_jobs.state_inspect import state_operators
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
 from tests.support.oracle import expected_gold
 
@@ -59,7 +61,7 @@ def test_plans_classify_each_change_with_its_reason(settings, registry, raw):
         state_store={"shuffle_partitions": 2}))
     repartition = plan(partitions, "gold_user_activity_5m")
     assert repartition.mode == "repartition" and repartition.downstream == ()
-    assert repartition.command == "lakehouse checkpoint repartition gold_user_activity_5m --partitions 2"
+    assert repartition.command == "lakehouse checkpoint repartition gold_user_activity_5m"
     assert [(c.field, c.before, c.after) for c in repartition.changes] == [("shuffle_partitions", 4, 2)]
 
     _, window = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"]["transform"].update(window="10 minutes"))
@@ -124,7 +126,7 @@ def test_live_supervision_starts_no_job_whose_plan_is_not_resume(settings, regis
     assert supervise_job(settings, two, "gold_user_activity_5m", run_id="r1") == "blocked"
     [alert] = delta_store.read_table(settings.layout.ops_table("alerts")).to_pylist()
     assert alert["severity"] == "error" and alert["run_id"] == "r1"
-    assert "`lakehouse checkpoint repartition gold_user_activity_5m --partitions 2`" in alert["reason"]
+    assert "`lakehouse checkpoint repartition gold_user_activity_5m`" in alert["reason"]
     assert not lease.is_held(settings, "gold_user_activity_5m")
 
 
@@ -149,13 +151,13 @@ def test_a_changed_partition_count_refuses_to_start_then_repartition_resumes_exa
     refused = run_cli(["run", "gold_user_activity_5m"], env, timeout=300)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "cannot resume its checkpoint" in refused.stderr and "lakehouse checkpoint repartition " \
-        "gold_user_activity_5m --partitions 2" in refused.stderr and "shuffle_partitions: 4 -> 2" in refused.stderr
+        "gold_user_activity_5m`" in refused.stderr and "shuffle_partitions: 4 -> 2" in refused.stderr
 
     with pytest.raises(ActionRefused, match="its plan is repartition, not resume"):
         verify(None, settings, two, ["gold_user_activity_5m"], run=False, actor="test")
-    with pytest.raises(ActionRefused, match="set it to 3 first"):
-        apply(spark, settings, two, Request("repartition", ("gold_user_activity_5m",), partitions=3))
-    [row] = apply(spark, settings, two, Request("repartition", ("gold_user_activity_5m",), actor="test"))
+    with pytest.raises(ActionRefused, match="already has 4 partitions, the registry's state_store.shuffle_partitions"):
+        apply(spark, settings, registry, CheckpointRequest("repartition", ("gold_user_activity_5m",)))
+    [row] = apply(spark, settings, two, CheckpointRequest("repartition", ("gold_user_activity_5m",), actor="test"))
     checkpoint = settings.layout.checkpoint("gold_user_activity_5m")
     assert row["outcome"] == "done" and row["archived_to"].endswith("gold_user_activity_5m.reset-1")
     assert settings.layout.archived_checkpoint("gold_user_activity_5m", 1).is_dir()  # the old one, copied aside
@@ -196,22 +198,22 @@ def test_full_refresh_rebuilds_a_changed_window_and_guards_hold(spark, settings,
 
     # guards: downstream jobs need --cascade; a running writer; reset_allowed: false; dry runs change nothing
     with pytest.raises(ActionRefused, match="add --cascade"):
-        apply(spark, settings, ten, Request("full-refresh", ("silver_clickstream",)))
+        apply(spark, settings, ten, CheckpointRequest("full-refresh", ("silver_clickstream",)))
     held = lease.acquire(settings, "gold_user_activity_5m", trigger="processing-time=10 seconds")
     try:
         with pytest.raises(lease.LeaseHeld, match="stop it first"):
-            apply(spark, settings, ten, Request("full-refresh", ("gold_user_activity_5m",)))
+            apply(spark, settings, ten, CheckpointRequest("full-refresh", ("gold_user_activity_5m",)))
     finally:
         held.release()
     _, protected = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(reset_allowed=False))
     with pytest.raises(ActionRefused, match="reset_allowed: false"):
-        apply(spark, settings, protected, Request("full-refresh", ("gold_user_activity_5m",)))
-    [dry] = apply(spark, settings, ten, Request("full-refresh", ("gold_user_activity_5m",), dry_run=True))
+        apply(spark, settings, protected, CheckpointRequest("full-refresh", ("gold_user_activity_5m",)))
+    [dry] = apply(spark, settings, ten, CheckpointRequest("full-refresh", ("gold_user_activity_5m",), dry_run=True))
     assert dry["outcome"] == "dry-run" and dry["detail"].startswith("would move ")
     assert delta_store.latest_version(gold) == versions_before and settings.layout.checkpoint(
         "gold_user_activity_5m").is_dir()
 
-    [row] = apply(spark, settings, ten, Request("full-refresh", ("gold_user_activity_5m",)))
+    [row] = apply(spark, settings, ten, CheckpointRequest("full-refresh", ("gold_user_activity_5m",)))
     assert row["outcome"] == "done" and row["batch_after"] is not None
     expected = expected_gold(ten, [arrival_order(landed.files)])["gold/user_activity_5m"]
     assert gold_rows(settings, "gold/user_activity_5m") == expected and expected
@@ -236,8 +238,8 @@ def test_reset_checkpoint_keeps_the_table_and_says_what_is_missed(spark, setting
     late = generate(settings, events=300, seed=95, files=1, start=first_end(type("r", (), {"lines": 600})()))
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)  # silver has not read these yet
     with pytest.raises(ActionRefused, match="reads landing files"):
-        apply(spark, settings, registry, Request("reset-checkpoint", ("bronze_clickstream",), from_latest=True))
-    [row] = apply(spark, settings, registry, Request("reset-checkpoint", ("silver_clickstream",), from_latest=True))
+        apply(spark, settings, registry, CheckpointRequest("reset-checkpoint", ("bronze_clickstream",), options={"from_latest": True}))
+    [row] = apply(spark, settings, registry, CheckpointRequest("reset-checkpoint", ("silver_clickstream",), options={"from_latest": True}))
     assert row["outcome"] == "done" and "NOT read (missed)" in row["detail"] and "bronze/clickstream" in row["detail"]
     run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW)
     assert delta_store.count_rows(silver) == kept  # the table is kept; what bronze held before the reset is skipped
@@ -262,7 +264,7 @@ def test_rollback_to_a_batch_then_rerun_gives_the_same_rows(spark, settings, sma
     assert checkpoints.latest_committed_batch(bronze_checkpoint) == 2
     app_id = checkpoints.writer_app_id(bronze_checkpoint, "bronze_clickstream")
     after_0 = batch_ledger.versions_after(settings, "bronze_clickstream", app_id, 0)
-    done = apply(spark, settings, registry, Request("rollback", ("bronze_clickstream",), to_batch=0))
+    done = apply(spark, settings, registry, CheckpointRequest("rollback", ("bronze_clickstream",), options={"to_batch": 0}))
     assert done[0]["outcome"] == "done" and checkpoints.latest_committed_batch(bronze_checkpoint) == 0
     assert delta_store.count_rows(bronze) == delta_store.read_table(bronze, version=after_0["bronze/clickstream"]).num_rows
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
@@ -279,14 +281,14 @@ def test_rollback_to_a_batch_then_rerun_gives_the_same_rows(spark, settings, sma
 
     # silver cannot go back while gold has read what that would undo; batches not kept are refused
     with pytest.raises(RollbackRefused, match="gold_user_activity_5m .*read silver/clickstream up to version"):
-        apply(spark, settings, registry, Request("rollback", ("silver_clickstream",), to_batch=0))
+        apply(spark, settings, registry, CheckpointRequest("rollback", ("silver_clickstream",), options={"to_batch": 0}))
     with pytest.raises(RollbackRefused, match="cannot roll back to batch 99"):
-        apply(spark, settings, registry, Request("rollback", (job_id,), to_batch=99))
+        apply(spark, settings, registry, CheckpointRequest("rollback", (job_id,), options={"to_batch": 99}))
 
     version = batch_ledger.versions_after(settings, job_id, checkpoints.writer_app_id(checkpoint, job_id), 1)[table]
-    dry = apply(None, settings, registry, Request("rollback", (job_id,), to_batch=1, dry_run=True))
+    dry = apply(None, settings, registry, CheckpointRequest("rollback", (job_id,), dry_run=True, options={"to_batch": 1}))
     assert f"restore {table} to version {version}" in dry[0]["detail"]
-    apply(spark, settings, registry, Request("rollback", (job_id,), to_batch=1))
+    apply(spark, settings, registry, CheckpointRequest("rollback", (job_id,), options={"to_batch": 1}))
     assert checkpoints.latest_committed_batch(checkpoint) == 1
     assert checkpoints.writer_app_id(checkpoint, job_id).endswith(":g1")
     assert set(gold_rows(settings, table)) == gold_rows_at(settings, table, version) != set(first)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -85,7 +84,7 @@ def test_ctrl_c_to_the_process_group_stops_a_live_job_between_batches(settings, 
 def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     landed = generate(settings, events=600, seed=42, files=2)
     spark_submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
-    job = ["spark_jobs/submit.py", "bronze_clickstream", "--trigger", "available-now"]
+    job = ["spark_jobs/entrypoints/run_job.py", "bronze_clickstream", "--trigger", "available-now"]
     without_jars = subprocess.run(spark_submit + job, env=lakehouse_env, cwd=REPO, capture_output=True, text=True,
                                   timeout=300)
     assert without_jars.returncode == 2, without_jars.stderr[-3000:]
@@ -99,30 +98,3 @@ def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))
     assert total == landed.lines
-
-
-@pytest.mark.spark
-@pytest.mark.airflow
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(settings, lakehouse_env):
-    result = run_cli(["demo", "--events", "1500", "--files", "3"], lakehouse_env, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "running lakehouse_backfill through Airflow" in result.stderr
-    for task in ("bronze_clickstream", "gold_user_activity_5m", "quality_check"):  # progress as the run goes
-        assert f"  started  {task}" in result.stderr and re.search(rf"  finished {task} in \d+\.\d s", result.stderr)
-    assert re.search(r"lakehouse_backfill succeeded in \d+ s", result.stderr), result.stderr[-3000:]
-    pool = run_cli(["airflow", "pools", "get", "lakehouse_spark", "-o", "json"], lakehouse_env, timeout=120)
-    assert pool.returncode == 0, pool.stdout + pool.stderr[-2000:]
-    assert int(json.loads(pool.stdout)[0]["slots"]) == settings.spark_pool_slots, pool.stdout
-    airflow_log = (settings.layout.demo_log).read_text()
-    assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
-    for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
-                 "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
-                 "data quality report: " + str(settings.layout.data_docs / "index.html"),
-                 "pipeline-health report: " + str(settings.layout.health_report_index), "gold/alerts",
-                 "data quality gold/alerts: passed", "data quality gold/user_running_totals: passed",
-                 "data quality gold/user_session_summaries: passed"):
-        assert text in result.stdout
-    gold = delta_store.read_table(settings.layout.table("gold/user_activity_5m"))
-    assert gold.num_rows > 0 and min(gold["event_count"].to_pylist()) >= 1

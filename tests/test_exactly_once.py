@@ -9,7 +9,7 @@ import pytest
 from include import checkpoints
 from include.registry import Trigger
 from include.storage import delta as delta_store
-from spark_jobs.runner import run_job
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, lineage, run_cli
 from tests.support.kill_hooks import kill_env
 from tests.support.oracle import expected_gold

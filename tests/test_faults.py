@@ -18,7 +18,7 @@ from include.ops.launch import ExitCode, job_environment, spark_submit_command
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize
-from spark_jobs.runner import run_job
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import generate, run_cli, saved_registry, signal_group_when, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

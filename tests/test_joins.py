@@ -18,7 +18,7 @@ from include import checkpoints
 from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger
 from include.storage import delta as delta_store
-from spark_jobs.runner import run_job
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import generate, run_cli
 from tests.support.kill_hooks import kill_env
 

@@ -18,9 +18,9 @@ from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.batch_writer import make_batch_writer
-from spark_jobs.maintenance import maintain
-from spark_jobs.runner import run_job
-from spark_jobs.tables import ensure_job_tables
+from spark_jobs.delta_tables import ensure_job_tables
+from spark_jobs.streaming_query import run_job
+from spark_jobs.table_maintenance import maintain
 from spark_jobs.transforms import parse_json
 from tests.support.helpers import generate, run_cli
 

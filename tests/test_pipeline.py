@@ -11,11 +11,11 @@ import yaml
 from deltalake import DeltaTable
 
 from include.ops.heartbeats import read_heartbeat
-from include.ops.progress import PROGRESS_TABLE
+from include.ops.query_progress import PROGRESS_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize
-from spark_jobs.runner import run_job
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, lineage
 from tests.support.oracle import expected_gold, expected_silver_count
 
@@ -150,7 +150,7 @@ def test_new_stream_is_added_by_yaml_alone(spark, settings):
 
 
 def test_registry_shuffle_partitions_cannot_silently_change_a_checkpoint(spark, settings, registry):
-    from spark_jobs.runner import CheckpointConflict
+    from spark_jobs.streaming_query import CheckpointConflict
 
     generate(settings, events=300, seed=5, files=2)
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)

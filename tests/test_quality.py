@@ -1,6 +1,6 @@
 """Great Expectations on the windowed gold tables: good data passes, each defect fails its own check.
 
-The "good data" test runs the real pipeline; defects are injected into small synthetic Delta tables
+The real pipeline's output passes (tests/test_demo.py); defects are injected into small synthetic Delta tables
 (silver events for an hour, the 5-minute gold table the stream would emit, and the gold job's
 checkpoint watermark) to keep the suite fast.
 """
@@ -15,12 +15,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from include.generator import GeneratorConfig, write_landing
 from include.quality import gx_context, run_quality
 from include.quality.suites import quality_tables
-from include.registry import Trigger, build_registry
-from spark_jobs.runner import run_job
-from tests.support.helpers import REPO, generate, problems_of, run_cli
+from include.registry import build_registry
+from tests.support.helpers import problems_of, run_cli
 from tests.support.quality_data import NOW, START, assert_fails_only, recorded, write, write_checkpoint
 
 GOLD = "gold/user_activity_5m"
@@ -82,41 +80,6 @@ def synthetic(settings, registry):
 
 
 # ---------------------------------------------------------------------------------------------- tests
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_pipeline_output_passes_and_is_reported(spark, settings, registry):
-    config_before = (REPO / "include" / "gx" / "great_expectations.yml").read_bytes()
-    generate(settings, events=1500, seed=71, files=3)
-    write_landing(settings.layout.landing("landing/payments"), "payments", GeneratorConfig(events=1500, seed=71, files=3))
-    for job_id in registry.order:
-        run_job(spark, settings, registry, job_id, Trigger(available_now=True))
-    report = run_quality(settings, registry)
-    assert not report.failed(), report.render()
-    specs = quality_tables(registry)  # windows, sessions, joins (tests/test_quality_kinds.py has their defects)
-    assert {r.table for r in report.results} == set(specs)
-    for table, spec in specs.items():
-        assert {r.expectation for r in report.results if r.table == table} == {c.name for c in spec.checks}
-    for table in ("gold/user_activity_5m", "gold/user_activity_1h", "gold/user_sessions"):
-        reconciliation = next(r for r in report.results if r.table == table and r.expectation == "reconciliation")
-        observed = json.loads(reconciliation.observed_value)
-        # backfill: gold equals the distinct silver events of every finalized window, exactly
-        assert observed["gold_events"] == observed["source_events"] > 0
-        assert observed.get("finalized_windows", observed.get("finalized_sessions")) > 0
-        assert observed["watermark_source"] == "checkpoint"
-    assert report.docs_index == settings.layout.data_docs / "index.html" and report.docs_index.exists()
-    assert list((settings.layout.data_docs / "validations").iterdir())
-    # each table's two validation results (row and table suites) have a page; the run's page links them
-    assert all(len(report.pages[t]) == 2 and all((settings.layout.data_docs / p).is_file() for p in report.pages[t])
-               for t in specs), report.pages
-    assert report.report_page() == report.run_page and (settings.layout.data_docs / report.run_page).is_file()
-    rows = recorded(settings)
-    assert len(rows) == len(report.results) and all(r["success"] for r in rows)
-    assert {r["engine"] for r in rows} == {"pandas"}
-    # the GE project in the repo is untouched; its stores live under LAKEHOUSE_ROOT
-    assert [p.name for p in (REPO / "include" / "gx").iterdir()] == ["great_expectations.yml"]
-    assert (REPO / "include" / "gx" / "great_expectations.yml").read_bytes() == config_before
 
 
 def test_synthetic_good_data_passes(settings, registry, synthetic):

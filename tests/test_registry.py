@@ -403,3 +403,13 @@ def test_alert_processors_may_share_their_alert_table(raw):
                                 "(FRAUD_ALERT already written)"]
     raw["jobs"]["gold_stale_services"] = {**stale, "transform": {"kind": "deduplicate", "keys": ["service"]}}
     assert problems_of(raw) == [where]  # only alert processors share a table
+
+
+def test_a_list_where_a_name_belongs_is_named(raw):
+    raw["sources"]["clickstream"]["event_time"] = ["event_time"]
+    raw["jobs"]["silver_clickstream"]["source"]["event_time"] = ["event_time"]
+    raw["jobs"]["gold_fraud_alerts"]["transform"]["processor"] = ["fraud_alerts"]
+    problems = "\n".join(problems_of(raw))
+    assert "source 'clickstream': event_time: must be a column name, got ['event_time']" in problems
+    assert "event_time: must be a column name, got ['event_time']" in problems.split("clickstream'", 1)[1]
+    assert "transform.processor: unknown processor ['fraud_alerts']" in problems

@@ -42,7 +42,7 @@ def test_quality_report_names_each_column_of_a_repeated_check_and_keeps_values_w
 
 
 def test_a_python_worker_start_timeout_says_what_to_do():
-    from spark_jobs.runner import failure_hint
+    from spark_jobs.streaming_query import failure_hint
 
     error = ("org.apache.spark.SparkException: Job aborted due to stage failure: ... "
              "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat ...")
@@ -55,7 +55,7 @@ def test_demo_names_the_run_in_the_ui_only_when_airflow_answers(monkeypatch):
     import http.server
     import threading
 
-    from include.airflow.progress import ui_run_url
+    from include.airflow.run_follower import ui_run_url
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the handler's API

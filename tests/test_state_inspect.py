@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from include.ops.health import skew
 from include.registry import Trigger
-from spark_jobs.runner import run_job
 from spark_jobs.state_inspect import inspect_state
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import generate, run_cli, saved_registry
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from include import checkpoints
+from include.checkpoints.request import CheckpointRequest
 from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger
 from include.storage import delta as delta_store
-from spark_jobs.checkpoint_actions import Request, apply
-from spark_jobs.runner import run_job
+from spark_jobs.checkpoint_actions import apply
 from spark_jobs.state_inspect import inspect_state
+from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, run_cli
 from tests.support.kill_hooks import kill_env
 from tests.support.oracle import StaleServices, expected_alerts
@@ -298,7 +299,7 @@ def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, set
                    r["event_count"]) for r in service_rows()) == sorted(oracle.alerts)
 
     # a full refresh of the job removes its own rows of the shared table, not gold_fraud_alerts'
-    apply(spark, settings, registry, Request("full-refresh", ("gold_stale_services",)))
+    apply(spark, settings, registry, CheckpointRequest("full-refresh", ("gold_stale_services",)))
     assert alerts() == []  # rebuilt from all the logs in one batch: every timer armed anew, none expired
     assert [r for r in delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
             if r["alert_type"] == "FRAUD_ALERT"] == [fraud]

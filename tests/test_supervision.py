@@ -17,7 +17,7 @@ from include.ops import bookkeeping, lease, processes, supervisor
 from include.ops import health as job_health
 from include.ops.heartbeats import read_heartbeat, write_heartbeat
 from include.ops.launch import ExitCode
-from include.ops.progress import PROGRESS_SCHEMA
+from include.ops.query_progress import PROGRESS_SCHEMA
 from include.registry import build_registry
 from include.settings import load_settings
 from include.storage import delta as delta_store
@@ -48,7 +48,7 @@ def job_pids(settings) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        driver = b"include.cli" in argv or any(a.endswith(b"spark_jobs/submit.py") for a in argv)
+        driver = b"include.cli" in argv or any(a.endswith(b"spark_jobs/entrypoints/run_job.py") for a in argv)
         if (state != "Z" and b"python" in argv[0] and driver and JOB.encode() in argv
                 and f"LAKEHOUSE_ROOT={settings.root}".encode() in environ):
             pids.append(int(entry.name))

@@ -34,7 +34,7 @@ def job_doc(settings: Settings, registry: Registry, job: JobSpec, trigger: str) 
 
 {job.description}
 
-- **Runs**: `spark-submit spark_jobs/submit.py {job.id} --trigger "{trigger}"` on connection `{SPARK_CONN_ID}`
+- **Runs**: `spark-submit spark_jobs/entrypoints/run_job.py {job.id} --trigger "{trigger}"` on connection `{SPARK_CONN_ID}`
 - **Reads**: {source} (upstream jobs: {upstream})
 - **Writes**: {writes}, mode `{job.sink.mode}`, each micro-batch committed exactly once
 - **Checkpoint**: `{settings.layout.checkpoint(job.id)}` (state store: {job.state_store.provider})

@@ -89,7 +89,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
 
 class MaintenanceOperator(SparkSubmitOperator):
-    """spark-submit of table maintenance (OPTIMIZE + VACUUM per table, `spark_jobs/maintain.py`); the
+    """spark-submit of table maintenance (OPTIMIZE + VACUUM per table, `spark_jobs/entrypoints/maintain_tables.py`); the
     run's `tables` param selects tables (empty: all)."""
 
     def __init__(self, *, settings: Settings, **kwargs):
@@ -104,7 +104,7 @@ class MaintenanceOperator(SparkSubmitOperator):
 
 
 class CheckpointOperator(SparkSubmitOperator):
-    """spark-submit of a checkpoint command (`spark_jobs/checkpoint.py`) with the arguments the `plan` task
+    """spark-submit of a checkpoint command (`spark_jobs/entrypoints/checkpoint_action.py`) with the arguments the `plan` task
     built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the audited actor."""
 
     def __init__(self, *, settings: Settings, plan_task_id: str = "plan", args_key: str = "args", **kwargs):

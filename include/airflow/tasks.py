@@ -69,47 +69,26 @@ def health_report() -> str:
 def checkpoint_plan(params: dict, run_id: str) -> dict:
     """`checkpoint_reset`'s first task: validate the form, plan each job; what the other tasks need."""
     from include.checkpoints.plan import downstream_jobs, plan_job
-    from spark_jobs.checkpoint_actions import APPLIED_MODES, DESTRUCTIVE
+    from include.checkpoints.request import from_params, verify_request
 
     settings, registry = load()
-    jobs, mode = list(params.get("jobs") or []), params.get("mode")
-    if not jobs:
-        raise ValueError("choose at least one job in the 'jobs' param")
-    unknown = [j for j in jobs if j not in registry.jobs]
-    if unknown or mode not in APPLIED_MODES:
-        raise ValueError(f"unknown job(s) {unknown} or mode {mode!r}; jobs: {', '.join(registry.order)}; modes: "
-                         f"{', '.join(APPLIED_MODES)}")
-    args = [mode, *jobs]
-    if params.get("dry_run", True):
-        args.append("--dry-run")
-    if mode == "full-refresh" and params.get("cascade"):
-        args.append("--cascade")
-    if mode == "repartition" and params.get("partitions"):
-        args += ["--partitions", str(int(params["partitions"]))]
-    if mode == "reset-checkpoint":
-        positions = [(k, params.get(k)) for k in ("from_version", "from_timestamp") if params.get(k) is not None]
-        positions += [("from_latest", True)] if params.get("from_latest") else []
-        if len(positions) != 1:
-            raise ValueError("reset-checkpoint needs exactly one of from_version, from_timestamp, from_latest")
-        name, value = positions[0]
-        args += [f"--{name.replace('_', '-')}"] + ([] if value is True else [str(value)])
-    if mode == "rollback":
-        if params.get("to_batch") is None or len(jobs) != 1:
-            raise ValueError("rollback takes one job and a to_batch")
-        args += ["--to-batch", str(int(params["to_batch"]))]
-    targets = list(jobs)
-    if mode == "full-refresh" and params.get("cascade"):
-        targets += [d for j in jobs for d in downstream_jobs(registry, j) if d not in targets]
+    request = from_params(params)
+    unknown = [j for j in request.jobs if j not in registry.jobs]
+    if unknown:
+        raise ValueError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
+    targets = list(request.jobs)
+    if request.get("cascade"):
+        targets += [d for j in request.jobs for d in downstream_jobs(registry, j) if d not in targets]
     plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in targets]
     markdown = "\n\n".join(f"```\n{p.render()}\n```" for p in plans)
-    dry_run = bool(params.get("dry_run", True))
-    summary = (f"**{mode}** of {', '.join(targets)}" + (" (dry run: nothing changes)" if dry_run else "")
-               + f"\n\nCurrent plans:\n\n{markdown}")
+    summary = (f"**{request.mode}** of {', '.join(targets)}" + (" (dry run: nothing changes)" if request.dry_run
+                                                                 else "") + f"\n\nCurrent plans:\n\n{markdown}")
     log.info("%s", summary)
-    verify_args = None if dry_run else ["verify", *targets] + ([] if params.get("verify_run", True) else ["--no-run"])
-    return {"mode": mode, "targets": targets, "args": args, "dry_run": dry_run, "markdown": summary,
-            "needs_approval": mode in DESTRUCTIVE and not dry_run, "actor": f"dag:checkpoint_reset/{run_id}",
-            "verify_args": verify_args, "skip_reason": "a dry run changed nothing to verify"}
+    verify_args = None if request.dry_run else verify_request(targets, params.get("verify_run", True)).to_argv()
+    return {"mode": request.mode, "targets": targets, "args": request.to_argv(), "dry_run": request.dry_run,
+            "markdown": summary, "needs_approval": request.destructive and not request.dry_run,
+            "actor": f"dag:checkpoint_reset/{run_id}", "verify_args": verify_args,
+            "skip_reason": "a dry run changed nothing to verify"}
 
 
 def stop_live_jobs(planned: dict) -> list[str]:

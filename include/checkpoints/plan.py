@@ -130,11 +130,9 @@ class Plan:
         """The command that applies the plan ('' for resume)."""
         if self.mode == "resume":
             return ""
-        extra = ""
-        if self.mode == "repartition":
-            extra = f" --partitions {next(c.after for c in self.changes if c.field == 'shuffle_partitions')}"
+        position = " --from-latest|--from-version V|--from-timestamp T" if self.mode == "reset-checkpoint" else ""
         cascade = " --cascade" if self.downstream else ""
-        return f"lakehouse checkpoint {self.mode} {self.job}{extra}{cascade}"
+        return f"lakehouse checkpoint {self.mode} {self.job}{position}{cascade}"
 
     def render(self) -> str:
         lines = [f"{self.job}: {self.mode}" + (f" ({self.note})" if self.note else "")]

@@ -14,19 +14,20 @@ def query_id(checkpoint: Path) -> str | None:
         return None
 
 
-def _batch_files(directory: Path) -> list[int]:
+def batch_ids(directory: Path) -> list[int]:
+    """The batch ids of a checkpoint log directory (`offsets/`, `commits/`), ascending."""
     if not directory.is_dir():
         return []
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
 def latest_offsets_batch(checkpoint: Path) -> int | None:
-    batches = _batch_files(Path(checkpoint) / "offsets")
+    batches = batch_ids(Path(checkpoint) / "offsets")
     return batches[-1] if batches else None
 
 
 def latest_committed_batch(checkpoint: Path) -> int | None:
-    batches = _batch_files(Path(checkpoint) / "commits")
+    batches = batch_ids(Path(checkpoint) / "commits")
     return batches[-1] if batches else None
 
 

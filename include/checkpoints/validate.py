@@ -19,7 +19,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from include.checkpoints.reader import latest_committed_batch, shuffle_partitions
+from include.checkpoints.reader import batch_ids, latest_committed_batch, shuffle_partitions
 from include.registry import JobSpec
 from include.settings import Settings
 from include.storage.files import local_path
@@ -74,10 +74,6 @@ def _read_log_file(job: JobSpec, checkpoint: Path, path: Path, first_json_line: 
     return lines
 
 
-def _batches(directory: Path) -> list[int]:
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
-
-
 def _check_logs(checkpoint: Path, job: JobSpec) -> None:
     metadata = checkpoint / "metadata"
     try:
@@ -86,14 +82,14 @@ def _check_logs(checkpoint: Path, job: JobSpec) -> None:
         raise _damaged(job, checkpoint, metadata, "is missing (it holds the query id)") from None
     except (UnicodeDecodeError, IndexError, KeyError, TypeError, json.JSONDecodeError):
         raise _damaged(job, checkpoint, metadata, "is unreadable (it holds the query id)") from None
-    offsets = _batches(checkpoint / "offsets")
+    offsets = batch_ids(checkpoint / "offsets")
     for previous, batch in zip(offsets, offsets[1:], strict=False):
         if batch != previous + 1:
             raise _damaged(job, checkpoint, checkpoint / "offsets" / str(previous + 1), "is missing (the offset log "
                            f"jumps from batch {previous} to {batch})")
     for batch in offsets:
         _read_log_file(job, checkpoint, checkpoint / "offsets" / str(batch), 1)
-    for batch in _batches(checkpoint / "commits"):
+    for batch in batch_ids(checkpoint / "commits"):
         _read_log_file(job, checkpoint, checkpoint / "commits" / str(batch), 1)
         if offsets and not offsets[0] <= batch <= offsets[-1]:
             raise _damaged(job, checkpoint, checkpoint / "offsets" / str(batch), f"is missing while batch {batch} "

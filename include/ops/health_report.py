@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from include.ops.health import STATE_HEALTH, check_job
-from include.ops.progress import PROGRESS_TABLE
+from include.ops.query_progress import PROGRESS_TABLE
 from include.registry import Registry
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -1,4 +1,4 @@
-"""The one way a job is launched: spark-submit of `spark_jobs/submit.py` through the Airflow connection.
+"""The one way a job is launched: spark-submit of `spark_jobs/entrypoints/run_job.py` through the Airflow connection.
 
 Backfills (`LakehouseSparkSubmitOperator`), live jobs (`include.ops.processes`) and table maintenance
 all use :func:`submit_kwargs` (connection, name, arguments, environment, Delta's jars) and Airflow's
@@ -20,9 +20,10 @@ from include.registry import Trigger
 from include.settings import REPO_ROOT, SPARK_LOG_JAVA_OPTION, Settings
 
 SPARK_CONN_ID = "spark_default"
-SUBMIT_ENTRY = REPO_ROOT / "spark_jobs" / "submit.py"  # a job: <job> --trigger <trigger>
-MAINTAIN_ENTRY = REPO_ROOT / "spark_jobs" / "maintain.py"  # table maintenance: [<table>...] [--run-id ID]
-CHECKPOINT_ENTRY = REPO_ROOT / "spark_jobs" / "checkpoint.py"  # checkpoint actions: <mode> <job>... [options]
+ENTRYPOINTS = REPO_ROOT / "spark_jobs" / "entrypoints"  # the scripts spark-submit runs
+SUBMIT_ENTRY = ENTRYPOINTS / "run_job.py"  # a job: <job> --trigger <trigger>
+MAINTAIN_ENTRY = ENTRYPOINTS / "maintain_tables.py"  # table maintenance: [<table>...] [--run-id ID]
+CHECKPOINT_ENTRY = ENTRYPOINTS / "checkpoint_action.py"  # checkpoint actions: <mode> <job>... [options]
 
 
 class ExitCode(IntEnum):

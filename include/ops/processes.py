@@ -1,7 +1,7 @@
 """Live job processes: start one detached (through the one launch path, :mod:`include.ops.launch`),
 ask one to stop, end a stalled one.
 
-A live job is a detached spark-submit of `spark_jobs/submit.py` in its own session (so its process
+A live job is a detached spark-submit of `spark_jobs/entrypoints/run_job.py` in its own session (so its process
 group holds the driver and its JVM). Whether it runs is read from its checkpoint lease, whose owner is
 the Python driver.
 """

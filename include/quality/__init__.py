@@ -4,9 +4,10 @@ the job registry.
 - :mod:`include.registry.checks`: the expectations by stable name, with their default severity
   (the one place severities are declared; a job's ``quality.severity`` in the registry overrides).
 - :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry; one
-  table spec class per transform kind).
+  table spec class per transform kind: base, aggregate, join and processor modules).
 - :mod:`include.quality.runner`: ``run_quality``, which validates, records ``_ops/dq_results`` and
   builds the Data Docs.
+- :mod:`include.quality.results`: the results, the run's ``QualityReport`` and the ``_ops/dq_results`` table.
 
 The package imports nothing heavy until ``run_quality`` is used: the registry imports
 :mod:`include.registry.checks` to validate ``quality:`` sections, and DAG parsing must stay light.

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from include.quality.suites import TableSpec
+from include.quality.timestamps import MICROS, epoch_micros
 from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
@@ -74,28 +75,17 @@ def _num_records(path: Path, add: dict) -> int:
     return pq.ParquetFile(path / unquote(add["path"])).metadata.num_rows
 
 
-def epoch_micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Timestamps as epoch microseconds (float with NaN where null, else int64)."""
-    micros = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-    return micros.to_numpy(zero_copy_only=False)
-
-
-def epoch_seconds(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Timestamps as whole epoch seconds (floored); nulls are not expected in window bounds."""
-    return epoch_micros(column) // 1_000_000
-
-
 class ArrowOps:
-    """:class:`include.quality.suites.RowOps` on an Arrow table: numpy arrays (null: NaN)."""
+    """:class:`include.quality.suites.base.RowOps` on an Arrow table: numpy arrays (null: NaN)."""
 
     def __init__(self, rows: pa.Table):
         self.rows = rows
 
     def seconds(self, column: str) -> np.ndarray:
-        return epoch_seconds(self.rows[column])
+        return epoch_micros(self.rows[column]) // MICROS
 
     def exact_seconds(self, column: str) -> np.ndarray:
-        return epoch_micros(self.rows[column]) / 1_000_000
+        return epoch_micros(self.rows[column]) / MICROS
 
     def mod(self, value: np.ndarray, divisor: int) -> np.ndarray:
         return value % divisor
@@ -115,7 +105,7 @@ class ArrowOps:
 
 
 class SparkOps:
-    """:class:`include.quality.suites.RowOps` on Spark columns."""
+    """:class:`include.quality.suites.base.RowOps` on Spark columns."""
 
     def __init__(self):
         from pyspark.sql import functions as F

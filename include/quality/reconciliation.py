@@ -49,11 +49,11 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from include.quality.suites import SessionTable, WindowedTable
+from include.quality.timestamps import MICROS, epoch_micros, iso
 from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
-MICROS = 1_000_000
 UNKNOWN_VERSION = np.iinfo(np.int64).max  # files whose commit is no longer in the log
 NO_EVENTS = np.iinfo(np.int64).min // 2  # "max event time" of no versions; subtracting a delay must not wrap
 
@@ -111,9 +111,8 @@ def read_source_events(path: Path, event_time: str, keys: tuple[str, ...] = ()) 
         ["event_id", event_time, *keys]).schema) if batches else None
     if read is None or read.num_rows == 0:
         return empty
-    micros = pc.cast(pc.cast(read[event_time], pa.timestamp("us", tz="UTC")), pa.int64())
     frame = pd.DataFrame({"event_id": pc.cast(read["event_id"], pa.string()).to_numpy(zero_copy_only=False),
-                          "t": micros.to_numpy(zero_copy_only=False), "v": np.concatenate(versions)})
+                          "t": epoch_micros(read[event_time]), "v": np.concatenate(versions)})
     for key in keys:
         frame[f"key:{key}"] = read[key].to_numpy(zero_copy_only=False)
     unversioned = int((frame["v"] == UNKNOWN_VERSION).sum())
@@ -123,15 +122,6 @@ def read_source_events(path: Path, event_time: str, keys: tuple[str, ...] = ()) 
     frame = frame.sort_values(["v", "t"], kind="stable").drop_duplicates("event_id")
     return SourceEvents(frame["t"].to_numpy(), frame["v"].to_numpy(), frame["v"].map(before).to_numpy(np.int64),
                         unversioned, pd.DataFrame({k: frame[f"key:{k}"].to_numpy() for k in keys}))
-
-
-def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Timestamps as epoch µs (float with NaN where null)."""
-    return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy(zero_copy_only=False)
-
-
-def _iso(micros: float) -> str:
-    return pd.Timestamp(int(micros), unit="us", tz="UTC").isoformat()
 
 
 def _outcome(noun: str, units: pd.DataFrame, describe: Callable[[Any], dict[str, Any]], source: SourceEvents,
@@ -175,10 +165,10 @@ def reconcile_windows(gold: pa.Table, spec: WindowedTable, source: SourceEvents,
     keys = list(spec.unique_key)
     cells = gold.select([*keys, count]).group_by(keys).aggregate([(count, "max")])
     per_window = pd.Series(cells[f"{count}_max"].to_numpy(zero_copy_only=False),
-                           index=_micros(cells["window_start"])).groupby(level=0).sum().rename("gold")
+                           index=epoch_micros(cells["window_start"])).groupby(level=0).sum().rename("gold")
     both = src.join(per_window, how="outer").fillna(0).astype(np.int64)
     both = both[both.index + window <= watermark_us]
-    return _outcome("window", both, lambda start: {"window_start": _iso(start)}, source)
+    return _outcome("window", both, lambda start: {"window_start": iso(start)}, source)
 
 
 @dataclass
@@ -235,8 +225,8 @@ def match_sessions(gold: pa.Table, spec: SessionTable, source: SourceEvents) -> 
 
     # gold sessions, each matched with the batch session of its key that starts at or before it
     counts = cells[f"{count}_max"].to_numpy(zero_copy_only=False) if count else np.zeros(len(cells))
-    golds = pd.DataFrame({"code": gold_codes, "start": _micros(cells[spec.start]), "end": _micros(cells[spec.end]),
-                          "gold": counts, "row": np.arange(len(cells))})
+    golds = pd.DataFrame({"code": gold_codes, "start": epoch_micros(cells[spec.start]),
+                          "end": epoch_micros(cells[spec.end]), "gold": counts, "row": np.arange(len(cells))})
     golds["gold"] = golds["gold"].fillna(0)
     bounded = golds.dropna(subset=["start", "end"]).astype({"start": np.int64, "end": np.int64})
     matched = pd.merge_asof(
@@ -262,13 +252,13 @@ def reconcile_sessions(match: SessionMatch, spec: SessionTable, source: SourceEv
     def describe_source(session: int) -> dict[str, Any]:
         row = sessions.loc[session]
         return {**{k: _plain(source.keys[k].iloc[int(row["first"])]) for k in keys},
-                "session_start": _iso(row["start"]), "session_end": _iso(row["end"])}
+                "session_start": iso(row["start"]), "session_end": iso(row["end"])}
 
     def describe_gold(row: int) -> dict[str, Any]:
         start, end = golds.at[row, "start"], golds.at[row, "end"]
         return {**{k: _plain(match.gold_keys[k].iloc[row]) for k in keys},
-                "session_start": None if np.isnan(start) else _iso(start),
-                "session_end": None if np.isnan(end) else _iso(end), "in_no_source_session": True}
+                "session_start": None if np.isnan(start) else iso(start),
+                "session_end": None if np.isnan(end) else iso(end), "in_no_source_session": True}
 
     return _outcome("session", finalized, describe_source, source, outside, describe_gold)
 

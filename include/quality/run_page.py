@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from include.registry.checks import BLOCKING
-
-if TYPE_CHECKING:
-    from include.quality.runner import QualityReport
+from include.quality.results import QualityReport
 
 RUNS_FOLDER = "lakehouse_runs"
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -28,13 +24,13 @@ def write(docs: Path, report: QualityReport) -> str:
     sections = []
     for table in dict.fromkeys(r.table for r in report.results):
         indexed = [(i, r) for i, r in enumerate(report.results) if r.table == table]
-        blocking = sum(1 for _, r in indexed if not r.success and r.severity == BLOCKING)
-        warnings = sum(1 for _, r in indexed if not r.success and r.severity != BLOCKING)
+        blocking = sum(1 for _, r in indexed if r.outcome == "FAIL")
+        warnings = sum(1 for _, r in indexed if r.outcome == "warn")
         verdict = f'<span class="fail">FAILED ({blocking} blocking)</span>' if blocking else '<span class="ok">passed</span>'
         links = " ".join(f'<a href="../{escape(page)}">validation result {n}</a>'
                          for n, page in enumerate(report.pages.get(table, []), 1))
         rows = "".join(
-            f'<tr><td class="{_css(r)}">{_mark(r)}</td><td>{escape(labels[i])}</td><td>{escape(r.severity)}</td>'
+            f'<tr><td class="{r.outcome.lower()}">{r.outcome}</td><td>{escape(labels[i])}</td><td>{escape(r.severity)}</td>'
             f"<td>{escape(r.scope)}</td><td><code>{escape(r.observed_value)}</code></td></tr>" for i, r in indexed)
         sections.append(f"<h2>{escape(table)}: {verdict}, {warnings} warnings</h2><p>{links}</p>"
                         "<table><tr><th></th><th>check</th><th>severity</th><th>scope</th><th>observed</th></tr>"
@@ -47,10 +43,3 @@ def write(docs: Path, report: QualityReport) -> str:
         '<p><a href="../index.html">All validation results (Data Docs index)</a></p></body></html>')
     return relative
 
-
-def _mark(result) -> str:
-    return "ok" if result.success else ("FAIL" if result.severity == BLOCKING else "warn")
-
-
-def _css(result) -> str:
-    return "ok" if result.success else ("fail" if result.severity == BLOCKING else "warn")

@@ -29,16 +29,15 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable, QueryBuilder
 
 from include import checkpoints
 from include.quality.reconciliation import (
-    MICROS,
     SourceEvents,
     match_sessions,
     read_source_events,
@@ -54,6 +53,7 @@ from include.quality.suites import (
     SessionTable,
     TableSpec,
 )
+from include.quality.timestamps import MICROS, iso, micros
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -76,14 +76,6 @@ class SourceSpan:
     described: str
 
 
-def _iso(micros: int | None) -> str | None:
-    return None if micros is None else datetime.fromtimestamp(micros / MICROS, UTC).isoformat()
-
-
-def _micros(column: pa.ChunkedArray) -> pa.Array:
-    return pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-
-
 def gold_watermark(settings: Settings, spec: TableSpec, latest_source_event: int | None) -> tuple[int | None, str]:
     """The gold job's watermark (epoch µs) and where it came from."""
     committed = checkpoints.committed_watermark_ms(settings.layout.checkpoint(spec.job_id))
@@ -102,14 +94,23 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
     described = f"{spec.source_table}" + (f" where {where}" if where else "")
     if not delta_store.table_exists(path):
         return SourceSpan(None, None, described)
-    from deltalake import DeltaTable, QueryBuilder
+    return SourceSpan(*_event_time_bounds(DeltaTable(str(path)), spec.event_time, where), described)
 
-    column = '"' + spec.event_time.replace('"', '""') + '"'
+
+def _event_time_bounds(table: DeltaTable, event_time: str, where: str | None = None) -> tuple[int | None, int | None]:
+    """The earliest and latest `event_time` (epoch µs; None: no rows) of `table`'s rows that pass the SQL filter
+    `where` (DataFusion through delta-rs)."""
+    column = '"' + event_time.replace('"', '""') + '"'
     query = f"SELECT min({column}) AS earliest, max({column}) AS latest FROM source"
     query += f" WHERE {where}" if where else ""
-    span = pa.table(QueryBuilder().register("source", DeltaTable(str(path))).execute(query).read_all())
-    earliest, latest = (_micros(span[c]).to_pylist()[0] for c in ("earliest", "latest"))
-    return SourceSpan(earliest, latest, described)
+    bounds = pa.table(QueryBuilder().register("source", table).execute(query).read_all())
+    earliest, latest = (micros(bounds[c]).to_pylist()[0] for c in ("earliest", "latest"))
+    return earliest, latest
+
+
+def _lag_seconds(latest_source_event: int | None, reference: int | None) -> int:
+    """How many whole seconds `reference` trails the latest source event (none: nothing to be fresh about)."""
+    return 0 if latest_source_event is None else max(0, (latest_source_event - reference) // MICROS)
 
 
 def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_before: int | None = None) -> TableMetrics:
@@ -135,30 +136,30 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
     sessions = match_sessions(gold, spec, source) if isinstance(spec, SessionTable) and spec.source_keys else None
 
     timeless = isinstance(spec, RunningTable) and not spec.latest_event  # no time column: no freshness check
-    ends = _micros(gold[spec.freshness_column]).drop_null() if not timeless else pa.array([], pa.int64())
+    ends = micros(gold[spec.freshness_column]).drop_null() if not timeless else pa.array([], pa.int64())
     if spec.mode == "update" and not isinstance(spec, RunningTable):  # rows past the watermark may still change
         ends = ends.filter(pc.less_equal(ends, watermark)) if watermark is not None else ends.slice(0, 0)
     latest_end = pc.max(ends).as_py() if len(ends) else None
     finalized = "finalized_" if isinstance(spec, AggregateTable) else ""
-    freshness: dict[str, Any] = {f"latest_{finalized}{spec.freshness_column}": _iso(latest_end)}
+    freshness: dict[str, Any] = {f"latest_{finalized}{spec.freshness_column}": iso(latest_end)}
     # the table is up to date until `reference`: its latest end, or for sessions (which stay open while
     # their key is active) the end of the earliest session closed since then that it lacks
     if sessions is not None:
         missing = None if span.latest is None else sessions.earliest_missing_end(latest_end, closed_by=span.latest)
-        freshness["earliest_missing_session_end"] = _iso(missing)
+        freshness["earliest_missing_session_end"] = iso(missing)
         reference = missing if missing is not None else span.latest
     elif isinstance(spec, ProcessorTable):  # rows are final when emitted: the table is complete up to the watermark
-        freshness.update(watermark=_iso(watermark), watermark_source=watermark_source)
+        freshness.update(watermark=iso(watermark), watermark_source=watermark_source)
         reference = watermark if watermark is not None else span.earliest
     else:
         reference = latest_end if latest_end is not None else span.earliest
-    lag = 0 if span.latest is None else max(0, (span.latest - reference) // MICROS)  # no source: nothing to be fresh about
+    lag = _lag_seconds(span.latest, reference)
 
     metrics = {spec.duplicates_metric: duplicates, "freshness_lag_seconds": lag}
     details: dict[str, dict[str, Any]] = {
         spec.unique_check: {spec.duplicates_metric: duplicates, "rows": gold.num_rows, f"distinct_{spec.noun}s": distinct},
         "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds, **freshness,
-                      f"latest_{spec.event_time}": _iso(span.latest), "source": span.described},
+                      f"latest_{spec.event_time}": iso(span.latest), "source": span.described},
     }
     if isinstance(spec, AlertTable) and (len(spec.writers) > 1 or spec.writers[0].within_seconds is None):
         # fresh as its most lagging writer; processing-time alerts: as what the job has read
@@ -180,15 +181,13 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         else:
             reconciled = reconcile_windows(gold, spec, source, watermark)
         metrics[spec.unreconciled_metric] = reconciled[spec.unreconciled_metric]
-        details["reconciliation"] = {**reconciled, "watermark": _iso(watermark), "watermark_source": watermark_source}
+        details["reconciliation"] = {**reconciled, "watermark": iso(watermark), "watermark_source": watermark_source}
     return TableMetrics(metrics, details, gold.num_rows)
 
 
 def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str]:
     """The latest source event (epoch µs) among the source versions the job's latest committed batch had read
     completely (its Delta source offset), and what that was; None when it has read nothing yet."""
-    from deltalake import DeltaTable, QueryBuilder
-
     checkpoint = settings.layout.checkpoint(spec.job_id)
     batch = checkpoints.latest_committed_batch(checkpoint)
     if batch is None:
@@ -198,11 +197,9 @@ def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str
     version = -1 if offset.get("isStartingVersion") else offset["reservoirVersion"] - 1
     if version < 0:
         return None, "no source version read completely"
-    column = '"' + spec.event_time.replace('"', '""') + '"'
     table = DeltaTable(str(settings.layout.table(spec.source_table)), version=version)
-    latest = pa.table(QueryBuilder().register("source", table).execute(f"SELECT max({column}) AS latest FROM source")
-                      .read_all())
-    return _micros(latest["latest"]).to_pylist()[0], f"{spec.source_table} version {version} (batch {batch})"
+    _, latest = _event_time_bounds(table, spec.event_time)
+    return latest, f"{spec.source_table} version {version} (batch {batch})"
 
 
 def writers_freshness(settings: Settings, spec: AlertTable, latest_end: int | None) -> tuple[int, dict[str, Any]]:
@@ -215,17 +212,17 @@ def writers_freshness(settings: Settings, spec: AlertTable, latest_end: int | No
         span = source_span(settings, own)
         if writer.within_seconds is None:  # processing-time alerts: up to date with what the job has read
             reference, described = consumed_until(settings, own)
-            position = {"read_until": _iso(reference), "read_position": described}
+            position = {"read_until": iso(reference), "read_position": described}
         else:
             reference, watermark_source = gold_watermark(settings, own, span.latest)
-            position = {"watermark": _iso(reference), "watermark_source": watermark_source}
+            position = {"watermark": iso(reference), "watermark_source": watermark_source}
         reference = reference if reference is not None else span.earliest
-        lag = 0 if span.latest is None else max(0, (span.latest - reference) // MICROS)
+        lag = _lag_seconds(span.latest, reference)
         per_writer.append({"job": writer.job_id, "freshness_lag_seconds": lag, **position,
-                           f"latest_{writer.event_time}": _iso(span.latest), "source": span.described})
+                           f"latest_{writer.event_time}": iso(span.latest), "source": span.described})
     lag = max(w["freshness_lag_seconds"] for w in per_writer)
     return lag, {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds,
-                 "latest_alert_time": _iso(latest_end), "writers": per_writer}
+                 "latest_alert_time": iso(latest_end), "writers": per_writer}
 
 
 def overlapping(settings: Settings, spec: ProcessorTable, version: int) -> dict[str, Any]:

@@ -5,7 +5,10 @@
 - :mod:`.columns`: the column types (declared once) and the fixed bronze/quarantine columns.
 - :mod:`.checks`: the data-quality checks' catalogue (names, default severities), which `quality:`
   sections are validated against.
-- :mod:`.loading`: loading and validation; every error names the job (or source) and the field.
+- :mod:`.loading`: loading and validation; every error names the job (or source) and the field. A job's
+  sections are parsed by :mod:`.sources` (its inputs), :mod:`.transforms` (one parser per transform kind),
+  :mod:`.sinks` and :mod:`.operations` (triggers, state store, supervision, quality), sharing one
+  :mod:`.context` and the fixed :mod:`.vocabulary`.
 - :mod:`.graph`: which tables each job reads and writes, and the dependency order.
 
 Light on purpose: the DAG files import it at parse time.

@@ -41,7 +41,7 @@ class ProcessorInfo:
     params: dict[str, ProcessorParam]
     output_schema: dict[str, str]  # after the job's key columns when keys_in_output
     alert_types: tuple[str, ...] = field(default=())  # the alert_type values it emits (alert processors)
-    suite: str = ""  # the quality suite of its sink (include/quality/suites.py): "alerts", "session_summaries"
+    suite: str = ""  # the quality suite of its sink (include/quality/suites/): "alerts", "session_summaries"
     keys_in_output: bool = False  # the output starts with the job's key columns
     initial_state_schema: dict[str, str] | None = None  # columns (besides the keys) of an initial state table
 

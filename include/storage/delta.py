@@ -82,10 +82,14 @@ def read_table(path: Path | str, version: int | None = None, columns: Sequence[s
     return pa.table(reader.read_all()).cast(schema)  # plain types, not string_view
 
 
-def count_rows(path: Path | str) -> int:
+def count_rows(path: Path | str, where: str | None = None) -> int:
+    """Rows of the table's latest version (those matching the SQL condition `where`); 0 without a table."""
     if not table_exists(path):
         return 0
-    return DeltaTable(str(path)).count()
+    if where is None:
+        return DeltaTable(str(path)).count()
+    reader = QueryBuilder().register("t", DeltaTable(str(path))).execute(f"SELECT count(*) AS n FROM t WHERE {where}")
+    return int(pa.table(reader.read_all())["n"][0].as_py())
 
 
 def commit_files(path: Path | str, version: int) -> list[dict]:

@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StructField, StructType
 
 from include.registry import PROCESSORS, JobSpec
-from spark_jobs.transforms import spark_schema
+from spark_jobs.schemas import spark_schema
 
 EVENT_MS = "_event_ms"
 _EPOCH = pd.Timestamp(0)

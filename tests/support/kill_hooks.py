@@ -1,6 +1,6 @@
 """Fault injection for the exactly-once tests: SIGKILL the job's process group at a commit point.
 
-Installed into a job process through the production seam (``spark_jobs.hooks``) with
+Installed into a job process through the production seam (``spark_jobs.batch_hooks``) with
 ``LAKEHOUSE_BATCH_HOOKS=tests.support.kill_hooks:kill_at`` and
 ``LAKEHOUSE_TEST_KILL_AT=<job>:<point>:<batch_id>``; see :func:`kill_env`.
 """

@@ -1,4 +1,4 @@
-"""The entry point of a job process: `spark-submit spark_jobs/submit.py <job> [--trigger ...]`, which
+"""The entry point of a job process: `spark-submit spark_jobs/entrypoints/run_job.py <job> [--trigger ...]`, which
 both DAGs launch (include.ops.launch), and `lakehouse run <job>`, the same thing in this process.
 
 Exit codes: see :class:`include.ops.launch.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
@@ -14,43 +14,23 @@ import signal
 import sys
 import threading
 
+from include import arguments
+from include.checkpoints.plan import PlanRequired, plan_job
 from include.checkpoints.validate import check_job_files
 from include.logging_setup import configure_logging
 from include.ops import lease
 from include.ops.launch import ExitCode, report_failure
-from include.registry import MAX_SHUFFLE_PARTITIONS, Trigger, load_registry
+from include.registry import load_registry
 from include.settings import Settings, load_settings
 
 log = logging.getLogger("lakehouse")
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def partition_count(text: str) -> int:
-    """A shuffle / state partition count: 1 .. MAX_SHUFFLE_PARTITIONS, checked before any checkpoint is written."""
-    value = positive_int(text)
-    if value > MAX_SHUFFLE_PARTITIONS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_SHUFFLE_PARTITIONS}, got {text}")
-    return value
-
-
-def _trigger(text: str) -> Trigger:
-    try:
-        return Trigger.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("job")
-    parser.add_argument("--trigger", type=_trigger, default=None,
+    parser.add_argument("--trigger", type=arguments.trigger, default=None,
                         help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
-    parser.add_argument("--shuffle-partitions", type=partition_count, default=None)
+    parser.add_argument("--shuffle-partitions", type=arguments.partition_count, default=None)
     return parser
 
 
@@ -79,8 +59,8 @@ def shield_jvm_from_stop_signals(spark) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run one registry job in this process until it drains (available-now) or is stopped."""
     from include.spark_session import get_spark
-    from spark_jobs import hooks
-    from spark_jobs.runner import run_job
+    from spark_jobs import batch_hooks
+    from spark_jobs.streaming_query import run_job
 
     registry = load_registry(settings.registry_path)
     job = registry.job(args.job)
@@ -88,8 +68,12 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
     check_job_files(settings, job)  # a damaged checkpoint is named before paying for a JVM; run_job checks again
+    if args.shuffle_partitions is None:  # likewise a checkpoint whose plan is not resume (run_job checks again)
+        plan = plan_job(job, registry, settings.layout.checkpoint(job.id))
+        if plan.mode != "resume":
+            raise PlanRequired(plan)
     if settings.batch_hooks:
-        hooks.install_named(settings.batch_hooks)
+        batch_hooks.install_named(settings.batch_hooks)
     spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
     shield_jvm_from_stop_signals(spark)
     stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
@@ -99,7 +83,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = add_run_arguments(argparse.ArgumentParser(prog="spark_jobs/submit.py", description=__doc__))
+    parser = add_run_arguments(argparse.ArgumentParser(prog="spark_jobs/entrypoints/run_job.py", description=__doc__))
     args = parser.parse_args(argv)
     try:
         settings = load_settings()

@@ -1,6 +1,6 @@
 """Streaming progress records: one `_ops/query_progress` row per micro-batch (schema and row builder).
 
-The listener that writes them runs inside the job (`spark_jobs.listener`); readers (health, summary)
+The listener that writes them runs inside the job (`spark_jobs.progress_listener`); readers (health, summary)
 use the table name and schema from here without importing pyspark.
 """
 

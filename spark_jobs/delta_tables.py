@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
 from include.settings import Settings
-from spark_jobs.transforms import spark_schema
+from spark_jobs.schemas import spark_schema
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ and VACUUM (data files no longer referenced and older than the retention), per t
 `_ops/maintenance`.
 
 `lakehouse maintain [<table>...]` runs it in this process; the `lakehouse_maintenance` DAG through
-`spark-submit spark_jobs/maintain.py [<table>...]` (the one launch path). The retention comes from the
+`spark-submit spark_jobs/entrypoints/maintain_tables.py [<table>...]` (the one launch path). The retention comes from the
 writer's `sink.maintenance.vacuum_retention` (default 7 days, Delta's; lower only when the registry says
 so). Compaction is skipped while the table's writer holds its lease and upserts (MERGE): the two would
 conflict and fail the writer's batch. Appends and VACUUM do not conflict with a running writer.
@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from include.ops import lease, maintenance_log
 from include.registry import Registry
 from include.settings import Settings
-from spark_jobs.tables import is_delta_table
+from spark_jobs.delta_tables import is_delta_table
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +143,14 @@ def run(settings: Settings, tables: list[str], run_id: str = "") -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`spark-submit spark_jobs/maintain.py [<table>...] [--run-id ID]` (the lakehouse_maintenance DAG)."""
+    """`spark-submit spark_jobs/entrypoints/maintain_tables.py [<table>...] [--run-id ID]` (the lakehouse_maintenance DAG)."""
     import argparse
 
     from include.logging_setup import configure_logging
     from include.ops.launch import report_failure
     from include.settings import load_settings
 
-    parser = argparse.ArgumentParser(prog="spark_jobs/maintain.py", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="spark_jobs/entrypoints/maintain_tables.py", description=main.__doc__)
     parser.add_argument("tables", nargs="*")
     parser.add_argument("--run-id", default="")
     args = parser.parse_args(argv)

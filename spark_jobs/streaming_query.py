@@ -25,10 +25,10 @@ from include.ops.heartbeats import write_heartbeat
 from include.registry import PROCESSORS, JobSpec, Registry, StatefulProcess, Trigger
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
-from include.storage import delta as delta_store
+from include.storage.ownership import count_own_rows
 from spark_jobs.batch_writer import make_batch_writer
-from spark_jobs.listener import recorder_for
-from spark_jobs.tables import ensure_job_tables
+from spark_jobs.delta_tables import ensure_job_tables
+from spark_jobs.progress_listener import recorder_for
 from spark_jobs.transforms import build_stream
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def refuse_lost_checkpoint(settings: Settings, registry: Registry, job: JobSpec)
     checkpoint = settings.layout.checkpoint(job.id)
     if checkpoints.latest_offsets_batch(checkpoint) is not None or read_start_position(checkpoint) is not None:
         return
-    filled = [t for t in job.tables_written() if _own_rows(settings, registry, job, t)]
+    filled = [t for t in job.tables_written() if count_own_rows(settings, registry, job, t)]
     if not filled:
         return
     archived = settings.layout.archived_checkpoints(job.id)
@@ -77,16 +77,6 @@ def refuse_lost_checkpoint(settings: Settings, registry: Registry, job: JobSpec)
         f"job {job.id!r}: no checkpoint at {checkpoint}, but {', '.join(filled)} already hold rows of an earlier "
         f"run; starting from zero would write them again. {'; '.join(fixes)}"
     )
-
-
-def _own_rows(settings: Settings, registry: Registry, job: JobSpec, table: str) -> int:
-    """Rows of `table` the job wrote (a table shared by alert processors: those of its alert types)."""
-    path = settings.layout.table(table)
-    types = registry.own_alert_types(job, table)
-    if types is None or not delta_store.table_exists(path):
-        return delta_store.count_rows(path)
-    written = delta_store.read_table(path, columns=["alert_type"])["alert_type"].to_pylist()
-    return sum(t in types for t in written)
 
 
 @dataclass

@@ -10,10 +10,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from include.ops.heartbeats import read_heartbeat, write_heartbeat
-from include.ops.progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
+from include.ops.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
 from include.settings import Settings
 from include.storage import delta as delta_store
-from spark_jobs import hooks
+from spark_jobs import batch_hooks
 
 log = logging.getLogger(__name__)
 _RECORDERS: dict[int, ProgressRecorder] = {}
@@ -80,7 +80,7 @@ class ProgressRecorder(StreamingQueryListener):
             )
         except Exception:
             log.exception("job=%s batch=%s: could not record progress", progress.name, progress.batchId)
-        hooks.fire(progress.name, "between_batches", progress.batchId)
+        batch_hooks.fire(progress.name, "between_batches", progress.batchId)
 
     def onQueryIdle(self, event) -> None:
         """A live query with no new data: the job is healthy, so its heartbeat stays fresh (status idle)."""

@@ -1,4 +1,4 @@
-"""`lakehouse checkpoint rollback <job> --to-batch B`: the job's checkpoint and every table it writes back to
+"""rollback (`lakehouse checkpoint rollback <job> --to-batch B`): the job's checkpoint and every table it writes back to
 the pair batch B committed, so that running the job again reproduces the rows it wrote after B.
 
 - The tables: Delta `RESTORE ... TO VERSION AS OF` the versions `_ops/batch_ledger` recorded after batch B
@@ -24,6 +24,7 @@ from include.checkpoints.validate import CheckpointDamaged, check_state_version
 from include.ops import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, ModeAction, Prepared, Step
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,16 +32,42 @@ if TYPE_CHECKING:
 _NUMBERED = re.compile(r"^\.?(\d+)(\.compact|\.changelog|\.zip|\.delta|\.snapshot)?(\.crc)?$")
 
 
-class RollbackRefused(ValueError):
+class RollbackRefused(ActionRefused):
     """Batch B cannot be restored as asked."""
+
+
+class Rollback(ModeAction):
+    mode = "rollback"
+    copies_checkpoint = True
+
+    def check(self, ctx: ActionContext, job: JobSpec) -> dict:
+        shared = [t for t in job.tables_written() if len(ctx.registry.writers_of(t)) > 1]
+        if shared:
+            others = sorted({w.id for t in shared for w in ctx.registry.writers_of(t)} - {job.id})
+            raise ActionRefused(f"job {job.id!r} shares {', '.join(shared)} with {', '.join(others)}: restoring the "
+                                "table would undo their rows too; use full-refresh (it removes this job's rows only)")
+        to_batch = ctx.request.get("to_batch")
+        return {"to_batch": to_batch, "versions": rollback_versions(ctx.settings, ctx.registry, job, to_batch)}
+
+    def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
+        checkpoint, to_batch = ctx.checkpoint(job.id), prepared.data["to_batch"]
+        restored = ", ".join(f"{t} to version {v}" for t, v in prepared.data["versions"].items())
+        return (f"copy {checkpoint} aside; restore {restored}; remove batches {to_batch + 1}.."
+                f"{checkpoints.latest_committed_batch(checkpoint)} from the checkpoint: running the job again re-runs "
+                "them on the same input")
+
+    def job_steps(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> list[Step]:
+        versions, to_batch = prepared.data["versions"], prepared.data["to_batch"]
+        return [Step(job.id, f"restore {', '.join(versions)}", lambda: restore_tables(ctx.spark, ctx.settings, versions)),
+                Step(job.id, f"cut the checkpoint back to batch {to_batch}",
+                     lambda: truncate_checkpoint(ctx.checkpoint(job.id), job, to_batch))]
 
 
 def rollback_versions(settings: Settings, registry: Registry, job: JobSpec, to_batch: int) -> dict[str, int]:
     """Check that `job` can go back to `to_batch`; the {table: version} to restore."""
     checkpoint = settings.layout.checkpoint(job.id)
     committed = checkpoints.latest_committed_batch(checkpoint)
-    offsets = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()) \
-        if (checkpoint / "offsets").is_dir() else []
+    offsets = checkpoints.batch_ids(checkpoint / "offsets")
     if committed is None or not (offsets and offsets[0] <= to_batch < committed):
         kept = f"batches {offsets[0]}..{committed - 1}" if offsets and committed is not None else "no batches"
         raise RollbackRefused(f"job {job.id!r}: cannot roll back to batch {to_batch}: the checkpoint can go back to "
@@ -114,7 +141,7 @@ def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
 def restore_tables(spark: SparkSession, settings: Settings, versions: dict[str, int]) -> None:
     """RESTORE each table to its version (a new version; skipped where it is already there)."""
     from include.storage import delta as delta_store
-    from spark_jobs.tables import appends_opened
+    from spark_jobs.delta_tables import appends_opened
 
     for table, version in versions.items():
         path = settings.layout.table(table)

@@ -1,0 +1,178 @@
+"""The inputs of jobs: the `sources:` section (landing files) and each job's `source:` (and a join's `right:`).
+
+A job's source names exactly one kind of input (:data:`SOURCE_KINDS`: a landing source, or a Delta
+table another job writes); the fields common to every kind (admission limits, backfill limits,
+watermark, event time, change feed) are parsed here once. Adding an input kind is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from include.registry.columns import CHANGE_FEED_COLUMNS, COLUMN_TYPES
+from include.registry.context import LoadContext
+from include.registry.durations import parse_duration, parse_size
+from include.registry.specs import Admission, SourceSpec
+
+DEFAULT_MAX_LINE_BYTES = 16 * 1024**2
+MAX_LINE_BYTES_LIMIT = 1024**3
+ADMISSION_FIELDS = ("max_files_per_trigger", "max_bytes_per_trigger")
+_COMMON_FIELDS = (*ADMISSION_FIELDS, "read_change_feed", "watermark", "event_time", "backfill")
+
+
+def parse_landing_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
+    """The `sources:` section: each landing source as the spec its jobs start from (no job's limits yet)."""
+    if not isinstance(raw, dict):
+        ctx.problems.append("'sources' must be a mapping of source name to source")
+        return {}
+    sources: dict[str, SourceSpec] = {}
+    for name, src in raw.items():
+        where = f"source {name!r}"
+        if not isinstance(src, dict):
+            ctx.problem(where, "must be a mapping")
+            continue
+        fmt = src.get("format", "json")
+        if fmt != "json":
+            ctx.problem(where, f"format: {fmt!r} is not supported (supported: json)")
+        schema = _schema(ctx, f"{where}: schema", src.get("schema"))
+        event_time = src.get("event_time")
+        if event_time is not None and not isinstance(event_time, str):
+            ctx.problem(where, f"event_time: must be a column name, got {event_time!r}")
+            event_time = None
+        elif event_time is not None and event_time not in schema:
+            ctx.problem(where, f"event_time: unknown column {event_time!r}")
+        elif event_time is not None and schema.get(event_time) != "timestamp":
+            ctx.problem(where, f"event_time: column {event_time!r} must be a timestamp")
+        required = src.get("required") or []
+        for column in required:
+            if column not in schema:
+                ctx.problem(where, f"required: unknown column {column!r}")
+        max_line = DEFAULT_MAX_LINE_BYTES
+        try:
+            max_line = parse_size(src.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES))
+            if not 1024 <= max_line <= MAX_LINE_BYTES_LIMIT:
+                raise ValueError(f"must be between 1 KB and 1 GB, got {src.get('max_line_bytes')!r}")
+        except ValueError as exc:
+            ctx.problem(where, f"max_line_bytes: {exc}")
+        sources[name] = SourceSpec(
+            kind="landing", name=name, path=src.get("path", f"landing/{name}"), format=fmt, schema=schema,
+            required=tuple(required), event_time=event_time, watermark_seconds=None, max_files_per_trigger=None,
+            max_line_bytes=max_line,
+        )
+    return sources
+
+
+def _schema(ctx: LoadContext, where: str, raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict) or not raw:
+        ctx.problem(where, "must be a non-empty mapping of column to type")
+        return {}
+    for column, ctype in raw.items():
+        if ctype not in COLUMN_TYPES:
+            ctx.problem(where, f"column {column!r} has unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _landing(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
+    name = raw["landing"]
+    if name not in ctx.sources:
+        ctx.problem(f"{at}.landing", f"unknown source {name!r} (known: {sorted(ctx.sources)})")
+        return None
+    if change_feed:
+        ctx.problem(f"{at}.read_change_feed", "only a Delta table source has a change data feed")
+    src = ctx.sources[name]
+    return replace(src, schema=dict(src.schema), event_time=raw.get("event_time", src.event_time))
+
+
+def _table(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
+    name = raw["table"]
+    if name not in ctx.writers:
+        ctx.problem(f"{at}.table", f"{name!r} is not written by any job in the registry")
+        return None
+    if name not in ctx.table_schemas:
+        return None  # its writer is invalid or part of a cycle; already reported
+    schema = dict(ctx.table_schemas[name])
+    event_time = (raw.get("event_time") or ctx.event_times.get(name)
+                  or ("event_time" if schema.get("event_time") == "timestamp" else None))
+    _check_change_feed(ctx, at, name, change_feed)
+    if change_feed:
+        schema.update(CHANGE_FEED_COLUMNS)
+    return SourceSpec(kind="delta", name=name, path=name, format=None, schema=schema, required=(),
+                      event_time=event_time, watermark_seconds=None, max_files_per_trigger=None)
+
+
+def _check_change_feed(ctx: LoadContext, at: str, table: str, change_feed: bool) -> None:
+    """An upserted table can only be streamed through its change data feed, which its writer must enable."""
+    writer, sink = ctx.writers.get(table), ctx.writer_sinks.get(table) or {}
+    if sink.get("mode") == "update" and not change_feed:
+        ctx.problem(f"{at}.read_change_feed", f"table {table!r} is upserted (update mode) by job {writer!r}: "
+                    "stream its changes with read_change_feed: true")
+    properties = sink.get("properties") if isinstance(sink.get("properties"), dict) else {}
+    if change_feed and str(properties.get("delta.enableChangeDataFeed", "")).lower() != "true":
+        ctx.problem(f"{at}.read_change_feed", f"table {table!r} has no change data feed: set "
+                    f"'delta.enableChangeDataFeed: true' in job {writer!r}'s sink.properties")
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of job input: the field naming it in `source:` and how that name resolves to a spec."""
+
+    label: str  # how "give exactly one of ..." names the field
+    # (ctx, "job 'x': source", the raw source, read_change_feed) -> the input's spec, without the job's limits
+    resolve: Callable[[LoadContext, str, dict, bool], SourceSpec | None]
+    one_limit: bool = False  # admitted by files or by bytes, not both (Spark's file source takes one)
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {  # the field that names the input -> its kind
+    "landing": SourceKind("'landing' (a source name)", _landing, one_limit=True),
+    "table": SourceKind("'table'", _table),
+}
+
+
+def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") -> SourceSpec | None:
+    """A job's `source:` (or a join's `transform.right`); None when it cannot be resolved."""
+    at = f"{where}: {field}"
+    if not isinstance(raw, dict):
+        ctx.problem(at, f"must be a mapping with {' or '.join(repr(k) for k in SOURCE_KINDS)}")
+        return None
+    ctx.unknown_fields(at, raw, (*SOURCE_KINDS, *_COMMON_FIELDS))
+    given = [k for k in SOURCE_KINDS if k in raw]
+    live = _admission(ctx, at, raw)
+    for kind in given:
+        if SOURCE_KINDS[kind].one_limit and live.max_files and live.max_bytes:
+            ctx.problem(at, f"a {kind} source is admitted by max_files_per_trigger or max_bytes_per_trigger, not "
+                        "both (Spark's file source takes one)")
+    backfill = None
+    if not isinstance(raw.get("backfill") or {}, dict):
+        ctx.problem(f"{at}.backfill", "must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
+    else:
+        defaults = ctx.defaults.get("backfill") if isinstance(ctx.defaults.get("backfill"), dict) else None
+        backfill_raw = (raw["backfill"] if "backfill" in raw else defaults) or {}  # the source's own wins
+        if backfill_raw:
+            backfill = _admission(ctx, f"{at}.backfill", backfill_raw, strict=True)
+    change_feed = ctx.flag(f"{at}.read_change_feed", raw.get("read_change_feed", False), False)
+    watermark = ctx.optional(at, raw, "watermark", parse_duration)
+    if len(given) != 1:
+        ctx.problem(at, f"give exactly one of {' or '.join(k.label for k in SOURCE_KINDS.values())}")
+        return None
+    spec = SOURCE_KINDS[given[0]].resolve(ctx, at, raw, change_feed)
+    if spec is None:
+        return None
+    if spec.event_time is not None and not isinstance(spec.event_time, str):
+        ctx.problem(f"{at}.event_time", f"must be a column name, got {spec.event_time!r}")
+        return None
+    if spec.event_time is not None and spec.schema.get(spec.event_time) != "timestamp":
+        ctx.problem(f"{at}.event_time", f"{spec.event_time!r} is not a timestamp column of the source")
+    return replace(spec, watermark_seconds=watermark, max_files_per_trigger=live.max_files,
+                   max_bytes_per_trigger=live.max_bytes, read_change_feed=change_feed, backfill=backfill)
+
+
+def _admission(ctx: LoadContext, where: str, raw: dict, strict: bool = False) -> Admission:
+    """max_files_per_trigger / max_bytes_per_trigger of `raw` (with `strict`, nothing else is allowed)."""
+    if strict:
+        ctx.unknown_fields(where, raw, ADMISSION_FIELDS)
+    max_files = raw.get("max_files_per_trigger")
+    if max_files is not None:
+        max_files = ctx.positive_int(f"{where}.max_files_per_trigger", max_files)
+    return Admission(max_files, ctx.optional(where, raw, "max_bytes_per_trigger", parse_size))

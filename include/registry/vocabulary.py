@@ -1,0 +1,33 @@
+"""The registry's fixed vocabulary: the values its fields take and the shapes of its names."""
+
+from __future__ import annotations
+
+import re
+
+from include.registry.specs import (
+    RunningAggregate,
+    SessionAggregate,
+    StatefulProcess,
+    StreamJoin,
+    WindowAggregate,
+)
+
+QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
+                 RunningAggregate.kind, StatefulProcess.kind)  # (stateful_process: alert processors)
+UPDATE_KINDS = (WindowAggregate.kind, RunningAggregate.kind)  # kinds whose sink may be upserted (update mode)
+JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer")
+AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+SINK_MODES = ("append", "update")
+STATE_PROVIDERS = ("rocksdb", "hdfs")
+# Delta table properties a sink may set: features that delta-rs (the quality and summary readers) supports too.
+BOOLEAN_PROPERTIES = ("delta.appendOnly", "delta.enableChangeDataFeed")
+TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+                    "delta.checkpointInterval", "delta.dataSkippingNumIndexedCols", "delta.targetFileSize")
+
+IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")  # job ids and the column names a job introduces
+TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*/[a-z_][a-z0-9_]*$")  # layer/name under LAKEHOUSE_ROOT
+
+
+def is_positive_int(value: object) -> bool:
+    """Whether `value` is an integer of at least 1 (YAML's true/false are not numbers here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -1,8 +1,0 @@
-"""spark-submit entry point of checkpoint actions: `spark-submit spark_jobs/checkpoint.py <mode> <job>... [options]`."""
-
-import sys
-
-from spark_jobs.checkpoint_actions import main
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

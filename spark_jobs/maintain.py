@@ -1,8 +1,0 @@
-"""spark-submit entry point of table maintenance: `spark-submit spark_jobs/maintain.py [<table>...] [--run-id ID]`."""
-
-import sys
-
-from spark_jobs.maintenance import main
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,127 @@
+"""`lakehouse demo` end to end, once per session (the `demo` fixture): the whole `lakehouse_backfill` DAG through
+Airflow, a spark-submit per job, on every source. Its output, its gold tables against the oracle, its quality
+reports and the `data_quality` DAG on demand all read that one lakehouse; none of these tests changes its tables."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from include.quality import run_quality
+from include.quality.suites import quality_tables
+from include.storage import delta as delta_store
+from tests.support.helpers import REPO, arrival_order, gold_rows, run_cli
+from tests.support.oracle import expected_gold
+from tests.support.quality_data import recorded
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+SOURCES = {"clickstream": "bronze/clickstream", "payments": "bronze/payments", "logins": "bronze/logins",
+           "service_logs": "bronze/service_logs"}
+
+
+def succeeded(demo) -> None:
+    assert demo.result.returncode == 0, demo.result.stderr[-3000:]
+
+
+def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo):
+    succeeded(demo)
+    settings, result = demo.settings, demo.result
+    assert "running lakehouse_backfill through Airflow" in result.stderr
+    for task in ("bronze_clickstream", "gold_user_activity_5m", "quality_check"):  # progress as the run goes
+        assert f"  started  {task}" in result.stderr and re.search(rf"  finished {task} in \d+\.\d s", result.stderr)
+    assert re.search(r"lakehouse_backfill succeeded in \d+ s", result.stderr), result.stderr[-3000:]
+    pool = run_cli(["airflow", "pools", "get", "lakehouse_spark", "-o", "json"], demo.env, timeout=120)
+    assert pool.returncode == 0, pool.stdout + pool.stderr[-2000:]
+    assert int(json.loads(pool.stdout)[0]["slots"]) == settings.spark_pool_slots, pool.stdout
+    airflow_log = settings.layout.demo_log.read_text()
+    assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
+    for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
+                 "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
+                 "data quality report: " + str(settings.layout.data_docs / "index.html"),
+                 "pipeline-health report: " + str(settings.layout.health_report_index), "gold/alerts",
+                 "data quality gold/alerts: passed", "data quality gold/user_running_totals: passed",
+                 "data quality gold/user_session_summaries: passed"):
+        assert text in result.stdout
+
+
+def test_the_dag_run_equals_the_oracle_and_loses_no_line(demo, registry):
+    succeeded(demo)
+    settings = demo.settings
+    landed = arrival_order(list(settings.layout.landing("landing/clickstream").iterdir()))
+    expected = expected_gold(registry, [landed])
+    assert expected and all(expected.values())
+    for table, rows in expected.items():
+        assert gold_rows(settings, table) == rows, table
+    for source, table in SOURCES.items():  # bronze + quarantine == lines landed, per source
+        lines = sum(len(f.read_bytes().splitlines()) for f in settings.layout.landing(f"landing/{source}").iterdir())
+        assert delta_store.count_rows(settings.layout.table(table)) + delta_store.count_rows(
+            settings.layout.table(f"{table}_quarantine")) == lines, source
+    validated = delta_store.read_table(settings.layout.ops_table("dq_results")).to_pylist()
+    assert {r["table"] for r in validated} == set(quality_tables(registry)) and all(r["success"] for r in validated)
+
+
+def test_the_quality_task_links_this_runs_report(demo, registry):
+    from tests.test_airflow import report_link
+
+    succeeded(demo)
+    data_docs = demo.settings.layout.data_docs
+    link = report_link("lakehouse_backfill", demo.run_id, "quality_check")
+    assert link.startswith("/lakehouse-data-docs/lakehouse_runs/"), link
+    page = (data_docs / link.removeprefix("/lakehouse-data-docs/")).read_text()
+    assert all(f"{table}: <span class=\"ok\">passed</span>" in page for table in quality_tables(registry)), page
+    for href in re.findall(r'href="\.\./([^"]+)"', page):
+        assert (data_docs / href).is_file(), href
+
+
+def test_every_gold_table_passes_its_suite_with_a_page_per_result(demo, registry):
+    succeeded(demo)
+    settings = demo.settings
+    config_before = (REPO / "include" / "gx" / "great_expectations.yml").read_bytes()
+    report = run_quality(settings, registry, full=True)
+    assert not report.failed(), report.render()
+    specs = quality_tables(registry)  # windows, sessions, joins (tests/test_quality_kinds.py has their defects)
+    assert {r.table for r in report.results} == set(specs)
+    for table, spec in specs.items():
+        assert {r.expectation for r in report.results if r.table == table} == {c.name for c in spec.checks}
+    for table in ("gold/user_activity_5m", "gold/user_activity_1h", "gold/user_sessions"):
+        reconciliation = next(r for r in report.results if r.table == table and r.expectation == "reconciliation")
+        observed = json.loads(reconciliation.observed_value)
+        # backfill: gold equals the distinct silver events of every finalized window, exactly
+        assert observed["gold_events"] == observed["source_events"] > 0
+        assert observed.get("finalized_windows", observed.get("finalized_sessions")) > 0
+        assert observed["watermark_source"] == "checkpoint"
+    assert report.docs_index == settings.layout.data_docs / "index.html" and report.docs_index.exists()
+    # each table's two validation results (row and table suites) have a page; the run's page links them
+    assert all(len(report.pages[t]) == 2 and all((settings.layout.data_docs / p).is_file() for p in report.pages[t])
+               for t in specs), report.pages
+    assert report.report_page() == report.run_page and (settings.layout.data_docs / report.run_page).is_file()
+    rows = recorded(settings, report.run_id)
+    assert len(rows) == len(report.results) and all(r["success"] for r in rows)
+    assert {r["engine"] for r in rows} == {"pandas"}
+    # the GE project in the repo is untouched; its stores live under LAKEHOUSE_ROOT
+    assert [p.name for p in (REPO / "include" / "gx").iterdir()] == ["great_expectations.yml"]
+    assert (REPO / "include" / "gx" / "great_expectations.yml").read_bytes() == config_before
+
+
+def test_data_quality_on_demand_links_each_tables_result(demo, airflow_db, monkeypatch):
+    from airflow.models.asset import AssetActive
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from sqlalchemy import delete
+
+    from tests.test_airflow import dagbag, report_link
+
+    succeeded(demo)
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(demo.settings.root))  # the DAG files read it at parse time
+    with create_session() as session:  # this lakehouse's Assets become the active ones (see fresh_assets)
+        session.execute(delete(AssetActive))
+    quality = dagbag().dags["data_quality"].test(run_conf={"full": True})
+    assert quality.state == DagRunState.SUCCESS
+    data_docs = demo.settings.layout.data_docs
+    assert (data_docs / "index.html").exists()
+    single = report_link("data_quality", quality.run_id, "validate_gold__user_activity_5m")
+    assert single.startswith("/lakehouse-data-docs/validations/gold__user_activity_5m"), single
+    assert (data_docs / single.removeprefix("/lakehouse-data-docs/")).is_file()
