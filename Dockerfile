@@ -25,3 +25,11 @@ RUN mkdir -p /opt/lakehouse/jars \
 
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e .
+# The project's JVM functions (spark_jobs/jvm), compiled against pyspark's jars like `make` does.
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && mkdir -p /tmp/classes \
+    && javac -nowarn -d /tmp/classes -cp "$(python -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" \
+       spark_jobs/jvm/lakehouse/*.java \
+    && jar cf /opt/lakehouse/jars/lakehouse-functions.jar -C /tmp/classes . \
+    && rm -rf /tmp/classes && apt-get purge -y openjdk-17-jdk-headless && apt-get autoremove -y \
+    && rm -rf /var/lib/apt/lists/*

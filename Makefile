@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # Delta Lake's JVM jars, fetched once with Maven (include/jars/pom.xml pins them); runs never resolve jars.
 JARS_DIR ?= $(or $(LAKEHOUSE_JARS_DIR),.cache/jars)
 JARS_STAMP := $(JARS_DIR)/.fetched
+# The project's own JVM functions (spark_jobs/jvm: the strict JSON check of landing lines), compiled against
+# pyspark's jars with the JDK's javac into the same cache.
+FUNCTIONS_JAR := $(JARS_DIR)/lakehouse-functions.jar
 
 # Offline copies of the JS/CSS Great Expectations' Data Docs load from CDNs (pinned npm packages).
 ASSETS_STAMP := .cache/data_docs_assets/.fetched
@@ -30,6 +33,13 @@ $(JARS_STAMP): include/jars/pom.xml
 	mvn -q -B -f include/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$(abspath $(JARS_DIR))"
 	@touch $@
 
+$(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(STAMP)
+	@command -v javac >/dev/null 2>&1 || { echo "a JDK's javac is needed once, to compile spark_jobs/jvm into $(JARS_DIR): apt-get install openjdk-17-jdk-headless"; exit 2; }
+	rm -rf "$(JARS_DIR)/.classes" && mkdir -p "$(JARS_DIR)/.classes"
+	javac -nowarn -d "$(JARS_DIR)/.classes" -cp "$$($(PY) -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*" spark_jobs/jvm/lakehouse/*.java
+	jar cf $@ -C "$(JARS_DIR)/.classes" .
+	rm -rf "$(JARS_DIR)/.classes"
+
 $(ASSETS_STAMP): include/airflow/data_docs_assets.py $(STAMP)
 	$(PY) -m include.airflow.data_docs_assets
 	@touch $@
@@ -42,20 +52,20 @@ $(BROWSER_STAMP):
 	  echo "installed chromium and chromium-driver (Debian) for the browser test"; touch $@; \
 	else echo "could not install chromium + chromium-driver (Debian packages): the browser test will be skipped"; fi
 
-demo: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
+demo: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(BROWSER_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP) $(BROWSER_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q --durations=20
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
-test-unit: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
+test-unit: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
+airflow: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
 	@echo "Airflow UI: http://localhost:8080  (user: admin; the password is printed by 'standalone' below and kept in $${AIRFLOW_HOME:-$(CURDIR)/airflow_home}/simple_auth_manager_passwords.json.generated)"
 	$(VENV)/bin/lakehouse airflow standalone
@@ -63,7 +73,7 @@ airflow: $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) $(JARS_STAMP)
+bench: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/delta_sink_vs_parquet.py
 	$(PY) bench/repartition_vs_full_refresh.py

@@ -25,12 +25,20 @@ class JavaError(RuntimeError):
     """Java is missing or of a version Spark cannot run on, or Delta's jars are missing."""
 
 
+FUNCTIONS_JAR = "lakehouse-functions.jar"  # the project's JVM functions (spark_jobs/jvm), built by `make`
+STRICT_JSON_FUNCTION = "lakehouse_strict_json"  # (line, text columns) -> quarantine reason or null
+
+
 def delta_jars(settings: Settings) -> list[Path]:
-    """Delta Lake's JVM jars in the project's cache (fetched once by `make`); JavaError when absent."""
+    """Delta Lake's JVM jars and the project's functions in the project's cache (made once by `make`); JavaError
+    naming what is missing."""
     jars = sorted(settings.jars_dir.glob("*.jar"))
     if not any(j.name.startswith("delta-spark") for j in jars):
         raise JavaError(f"Delta Lake's jars are missing in {settings.jars_dir}: run `make` (it fetches them once "
                         "with Maven, see include/jars/pom.xml) or set LAKEHOUSE_JARS_DIR")
+    if not any(j.name == FUNCTIONS_JAR for j in jars):
+        raise JavaError(f"{FUNCTIONS_JAR} is missing in {settings.jars_dir}: run `make` (it compiles spark_jobs/jvm "
+                        "with the JDK's javac) or set LAKEHOUSE_JARS_DIR")
     return jars
 
 
@@ -84,8 +92,9 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        # Delta replays its log with this many tasks; the default (50) is slow for small tables on few cores.
-        .config("spark.databricks.delta.snapshotPartitions", "4")
+        # Delta replays its log (after every commit, too) with this many tasks: the default (50), or even 4, costs
+        # a micro-batch seconds per table on few cores; the tables' logs are small (a checkpoint every 10 commits).
+        .config("spark.databricks.delta.snapshotPartitions", "1")
         .config("spark.ui.enabled", str(settings.spark_ui).lower())
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
@@ -105,6 +114,9 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         listed = ",".join(str(j) for j in jars)
         raise JavaError(f"Delta Lake's classes are not on this spark-submit's class path: pass its jars, "
                         f"spark-submit --jars {listed} ... (the DAGs do)")
+    from pyspark.sql.types import StringType
+
+    spark.udf.registerJavaFunction(STRICT_JSON_FUNCTION, "lakehouse.StrictJsonReason", StringType())
     return spark
 
 

@@ -10,6 +10,8 @@ commit log) finds it and writes nothing, in every table it writes. A parse_json 
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections import Counter
 from collections.abc import Callable
 
@@ -20,9 +22,12 @@ from include import checkpoints
 from include.ops import batch_ledger
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
+from include.storage import delta as delta_store
 from spark_jobs import batch_hooks, landing
 from spark_jobs.schemas import spark_schema
-from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE
+from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, parse_json
+
+log = logging.getLogger(__name__)
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -42,23 +47,31 @@ def make_batch_writer(settings: Settings, job: JobSpec,
         # of `files_per_batch` files needs no shuffle, and an empty side costs no Spark job).
         batch.persist()
         try:
-            rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # the pass that fills the cache
+            written_batch, rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # fills the cache
             batch_hooks.fire(job.id, "before_commit", batch_id)
-            for table, rows in routes(job, batch, unread):
+            gained = {}
+            for table, rows in routes(job, written_batch, unread):
                 if not rows_per_table.get(table):
                     continue
                 path = str(settings.layout.table(table))
+                committed = delta_store.committed_batch(path, app_id)
+                if committed is not None and committed >= batch_id:  # a replay: Delta would skip it anyway
+                    log.info("job=%s batch %d: %s already holds it (a replay): not written again", job.id, batch_id,
+                             table)
+                    continue
                 if table == sink.table and sink.mode == "update":
                     merge(rows, path, sink.merge_keys, app_id, batch_id)
                 else:
                     (rows.coalesce(sink.files_per_batch).write.format("delta").mode("append")
                      .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+                gained[table] = rows_per_table[table]
             batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
             if written is not None:
-                written.update(rows_per_table)
+                written.update(gained)  # rows the tables really gained (the summary line's "rows out")
             batch_hooks.fire(job.id, "after_commit", batch_id)
         finally:
             batch.unpersist()
+            shutil.rmtree(landing.reread_dir(settings, job.id, batch_id), ignore_errors=True)
 
     return write_batch
 
@@ -79,14 +92,21 @@ def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_
         spark.conf.unset(TXN_VERSION)
 
 
-def count_routes(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: int) -> tuple[dict[str, int], list[dict]]:
-    """Rows per table of `batch`, counted in one Spark job, and for a landing batch the quarantine rows of
-    lines too long to read (spark_jobs.landing)."""
+def count_routes(settings: Settings, job: JobSpec, batch: DataFrame,
+                 batch_id: int) -> tuple[DataFrame, dict[str, int], list[dict]]:
+    """The batch as it is written (a landing file with lines too long to read, read again: spark_jobs.landing), its
+    rows per table counted in one Spark job, and for a landing batch the quarantine rows of those lines."""
     if not job.sink.quarantine_table:
-        return {job.sink.table: batch.count()}, []
-    good_rows, bad_rows, bytes_read = landing.tally(batch, F.col(QUARANTINE_REASON).isNull())
-    unread = landing.unread_lines(settings, job, batch_id, bytes_read)
-    return {job.sink.table: good_rows, job.sink.quarantine_table: bad_rows + len(unread)}, unread
+        return batch, {job.sink.table: batch.count()}, []
+    good = F.col(QUARANTINE_REASON).isNull()
+    good_rows, bad_rows, bytes_read = landing.tally(batch, good)
+    short = landing.short_read_files(settings, job, batch_id, bytes_read)
+    if short:
+        batch = landing.reread(settings, job, batch_id, batch, list(short), lambda lines: parse_json(lines, job))
+        good_rows, bad_rows, bytes_read = landing.tally(batch, good)
+        short = landing.short_read_files(settings, job, batch_id, bytes_read)
+    unread = landing.unread_lines(job, short)
+    return batch, {job.sink.table: good_rows, job.sink.quarantine_table: bad_rows + len(unread)}, unread
 
 
 def routes(job: JobSpec, batch: DataFrame, unread: list[dict] | None = None) -> list[tuple[str, DataFrame]]:

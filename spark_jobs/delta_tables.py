@@ -70,16 +70,16 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
 
 
 @contextmanager
-def appends_opened(spark: SparkSession, path: Path) -> Iterator[None]:
-    """Let a DELETE or RESTORE rewrite an append-only table (`delta.appendOnly`), then close it again."""
+def appends_opened(spark: SparkSession, path: Path, properties: dict[str, str]) -> Iterator[None]:
+    """Let a DELETE or RESTORE rewrite an append-only table (`delta.appendOnly`), then close it again as the
+    registry's `properties` say (also when an earlier try was cut short with the table left open)."""
     from delta.tables import DeltaTable
 
-    properties = DeltaTable.forPath(spark, str(path)).detail().first()["properties"] or {}
-    append_only = properties.get("delta.appendOnly") == "true"
-    if append_only:
+    current = DeltaTable.forPath(spark, str(path)).detail().first()["properties"] or {}
+    if current.get("delta.appendOnly") == "true":
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
     try:
         yield
     finally:
-        if append_only:
+        if properties.get("delta.appendOnly") == "true":
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")

@@ -15,6 +15,7 @@ import sys
 import threading
 
 from include import arguments
+from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import PlanRequired, plan_job
 from include.checkpoints.validate import check_job_files
 from include.logging_setup import configure_logging
@@ -67,6 +68,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     trigger = args.trigger or job.triggers["backfill"]
     if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
+    refuse_if_pending(settings, job.id)  # an unfinished checkpoint action; run_job checks again
     check_job_files(settings, job)  # a damaged checkpoint is named before paying for a JVM; run_job checks again
     if args.shuffle_partitions is None:  # likewise a checkpoint whose plan is not resume (run_job checks again)
         plan = plan_job(job, registry, settings.layout.checkpoint(job.id))

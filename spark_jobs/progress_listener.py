@@ -37,7 +37,7 @@ class ProgressRecorder(StreamingQueryListener):
     def __init__(self):
         self._settings: dict[str, Settings] = {}
         self._jobs: dict[str, str] = {}  # query id -> job: idle events carry no query name
-        self._terminated: set[str] = set()
+        self._terminated: set[str] = set()  # run ids: a query id comes back with every run of its checkpoint
         self._totals: dict[str, list[int]] = {}  # run id -> [batches, input rows]
         self._lock = threading.Condition()
 
@@ -99,7 +99,7 @@ class ProgressRecorder(StreamingQueryListener):
     def onQueryTerminated(self, event) -> None:
         log.info("query %s terminated%s", event.id, f" with {event.exception}" if event.exception else "")
         with self._lock:
-            self._terminated.add(str(event.id))
+            self._terminated.add(str(event.runId))
             self._lock.notify_all()
 
     def totals(self, run_id: str) -> tuple[int, int]:
@@ -107,15 +107,15 @@ class ProgressRecorder(StreamingQueryListener):
         batches, rows = self._totals.get(run_id, (0, 0))
         return batches, rows
 
-    def wait_terminated(self, query_id: str, timeout: float = 60.0) -> bool:
-        """Block until the listener has handled `query_id`'s termination.
+    def wait_terminated(self, run_id: str, timeout: float = 60.0) -> bool:
+        """Block until the listener has handled the termination of the query's run `run_id`.
 
         Listener events arrive asynchronously but in order, so every batch of the query has been
         recorded by then; waiting keeps them from racing the process exit.
         """
         deadline = time.monotonic() + timeout
         with self._lock:
-            while query_id not in self._terminated:
+            while run_id not in self._terminated:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False

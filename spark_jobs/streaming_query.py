@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import SparkSession
 
 from include import checkpoints
+from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import (
     PlanRequired,
     fingerprint,
@@ -101,11 +102,11 @@ def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int |
     return override or job.state_store.shuffle_partitions
 
 
-def require_resume(settings: Settings, registry: Registry, job: JobSpec) -> None:
+def require_resume(settings: Settings, registry: Registry, job: JobSpec, action_id: str | None = None) -> None:
     """Refuse (PlanRequired) to start on a checkpoint whose state depends on another definition of the job;
     record the fingerprint of a new checkpoint (or of one made before fingerprints were kept)."""
     checkpoint = settings.layout.checkpoint(job.id)
-    plan = plan_job(job, registry, checkpoint)
+    plan = plan_job(job, registry, checkpoint, inside_action=action_id)
     if plan.mode != "resume":
         raise PlanRequired(plan)
     if read_fingerprint(checkpoint) is None or not (checkpoint / "offsets").is_dir():
@@ -146,22 +147,32 @@ def run_job(
     *,
     shuffle_partitions: int | None = None,
     stop_requested: threading.Event | None = None,
+    held: lease.Lease | None = None,
+    action_id: str | None = None,
 ) -> RunResult:
-    """Run `job_id` until an available-now run drains its input, or until a stop is requested."""
+    """Run `job_id` until an available-now run drains its input, or until a stop is requested.
+
+    A checkpoint action runs the job under its own lease (`held`) and journal (`action_id`); otherwise the run
+    takes the job's lease, and refuses while an unfinished action names the job."""
     job = registry.job(job_id)
     stop_requested = stop_requested or threading.Event()
-    held = lease.acquire(settings, job.id, trigger=str(trigger))
-    write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
+    lease_taken = held is None
+    held = held or lease.acquire(settings, job.id, trigger=str(trigger))
     try:
-        result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held)
+        refuse_if_pending(settings, job.id, inside=action_id)
+        write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
+        result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
+                                 action_id)
     finally:
-        held.release()
+        if lease_taken:
+            held.release()
         stop_requests.clear(settings, job.id)
     log.info("%s", result.summary)  # the last line of the job's log
     return result
 
 
-def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held) -> RunResult:
+def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
+                    action_id) -> RunResult:
     leftover = stop_requests.pending(settings, job.id)
     if leftover:
         log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
@@ -171,7 +182,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     refuse_lost_checkpoint(settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
-    require_resume(settings, registry, job)
+    require_resume(settings, registry, job, action_id)
     ensure_job_tables(spark, settings, registry, job)
     configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)
@@ -209,7 +220,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     error = query.exception()
     last = query.lastProgress
     last_batch = last["batchId"] if last else None
-    if not recorder.wait_terminated(str(query.id)):
+    if not recorder.wait_terminated(str(query.runId)):
         log.warning("job=%s: the progress listener did not catch up in time", job.id)
     batches, rows_in = recorder.totals(str(query.runId))
     summary = run_summary(job.id, "failed" if error else status, batches, rows_in, written, last_batch,

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 from include.registry import PROCESSORS, JobSpec, SourceSpec
 from include.settings import Settings
-from spark_jobs import landing
+from spark_jobs import landing, strict_json
 from spark_jobs.schemas import spark_schema, spark_type
 
 QUARANTINE_REASON = "_quarantine_reason"
@@ -43,14 +43,16 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
 
 
 def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
-    """Typed rows plus the raw line and a quarantine reason (null when the line is good)."""
+    """Typed rows plus the raw line and a quarantine reason (null when the line is good): not UTF-8, what a strict
+    JSON parse finds (spark_jobs.strict_json), a value Spark cannot read into its column, a missing required
+    field, an unparseable time."""
     schema = job.source.schema
     as_text = ("timestamp", "date")
     json_schema = T.StructType(
         [T.StructField(c, T.StringType() if t in as_text else spark_type(t)) for c, t in schema.items()]
         + [T.StructField("_corrupt_record", T.StringType())]
     )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record", **strict_json.SPARK_OPTIONS}
     # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
     utf8 = F.is_valid_utf8("value")
     parsed = raw.select(
@@ -59,25 +61,17 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         F.col("_metadata.file_path").alias("_source_file"),
         F.current_timestamp().alias("_ingested_at"),
         F.from_json("value", json_schema, options).alias("j"),
+        F.when(utf8, strict_json.strict_reason(F.col("value"), schema)).alias("_strict"),
         utf8.alias("_utf8"),
         F.octet_length("value").alias(landing.LINE_BYTES),
     )
     typed = {}
     for column, ctype in schema.items():
         text = F.col(f"j.{column}")
-        if ctype == "timestamp":
-            typed[column] = F.try_to_timestamp(text)
-        elif ctype == "date":
-            typed[column] = F.expr(f"try_cast(j.`{column}` AS DATE)")
-        else:
-            typed[column] = text
-    # A line that is no JSON object leaves from_json with no row or a corrupt record: only such lines pay for a
-    # second parse (json_object_keys) that tells malformed JSON from a wrong type.
-    unread = F.col("j").isNull() | F.col("j._corrupt_record").isNotNull()
-    reason = F.when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
-        unread & F.json_object_keys(F.col(RAW_LINE)).isNull(), F.lit("malformed_json")).when(
-        F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type")
-    )
+        typed[column] = (F.try_to_timestamp(text) if ctype == "timestamp"
+                         else F.expr(f"try_cast(j.`{column}` AS DATE)") if ctype == "date" else text)
+    reason = F.when(~F.col("_utf8"), F.lit("invalid_utf8")).when(F.col("_strict").isNotNull(), F.col("_strict")).when(
+        F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type"))
     for column in job.source.required:
         reason = reason.when(F.col(f"j.{column}").isNull(), F.lit(f"missing_{column}"))
     for column, ctype in schema.items():

@@ -115,10 +115,14 @@ def demo(tmp_path_factory, airflow_db) -> DemoRun:
     env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable}
     for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(name, None)
-    result = run_cli(["demo", "--events", "1500", "--files", "3", "--seed", "51"], env, timeout=1200)
+    from airflow.models.asset import AssetActive
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import delete, select
+
+    with create_session() as session:  # the demo's Assets (its lakehouse's tables) become the active ones
+        session.execute(delete(AssetActive))
+    result = run_cli(["demo", "--events", "1500", "--files", "3", "--seed", "51"], env, timeout=1200)
 
     with create_session() as session:
         run_id = session.scalar(select(DagRun.run_id).where(DagRun.dag_id == "lakehouse_backfill")

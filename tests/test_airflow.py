@@ -248,6 +248,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from include import checkpoints
+    from include.ops import checkpoint_audit
 
     generate(settings, events=600, seed=55, files=2)
     for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):
@@ -273,8 +274,8 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
         return {ti.task_id: ti.state for ti in result.get_task_instances()}
 
     def audit(result) -> list[tuple]:
-        rows = delta_store.read_table(settings.layout.ops_table("checkpoint_audit")).to_pylist()
-        return [(r["job"], r["mode"], r["outcome"]) for r in rows if r["actor"] == f"dag:checkpoint_reset/{result.run_id}"]
+        return [(r["job"], r["mode"], r["outcome"]) for r in checkpoint_audit.outcomes(settings)
+                if r["actor"] == f"dag:checkpoint_reset/{result.run_id}"]
 
     dry = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition"})  # dry_run is the default
     assert dry.state == DagRunState.SUCCESS and states(dry)["approve"] == TaskInstanceState.SKIPPED

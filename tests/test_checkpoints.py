@@ -12,8 +12,7 @@ import yaml
 from include import checkpoints
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.checkpoints.request import CheckpointRequest
-from include.ops import batch_ledger, lease
-from include.ops.checkpoint_audit import AUDIT_TABLE
+from include.ops import batch_ledger, checkpoint_audit, lease
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import ActionRefused, apply, verify
@@ -173,7 +172,7 @@ def test_a_changed_partition_count_refuses_to_start_then_repartition_resumes_exa
     assert report["shuffle_partitions"] == {"recorded": 2, "configured": 2} and report["plan"]["mode"] == "resume"
     assert report["sinks"][0]["delta_version"] == delta_store.latest_version(
         settings.layout.table("gold/user_activity_5m"))
-    audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
+    audit = checkpoint_audit.outcomes(settings)
     assert sorted((a["job"], a["mode"], a["outcome"], a["actor"]) for a in audit) == [
         ("gold_user_activity_5m", "repartition", "done", "test"), ("gold_user_activity_5m", "verify", "failed", "test")]
 
@@ -223,8 +222,7 @@ def test_full_refresh_rebuilds_a_changed_window_and_guards_hold(spark, settings,
     assert "DELETE" in operations  # emptied as a new version: the history is kept
     assert plan_job(ten.job("gold_user_activity_5m"), ten, settings.layout.checkpoint("gold_user_activity_5m")
                     ).mode == "resume"
-    audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
-    assert [a["outcome"] for a in sorted(audit, key=lambda a: a["at"])] == ["dry-run", "done"]
+    assert [a["outcome"] for a in checkpoint_audit.outcomes(settings)] == ["dry-run", "done"]
 
 
 @pytest.mark.spark
@@ -295,8 +293,8 @@ def test_rollback_to_a_batch_then_rerun_gives_the_same_rows(spark, settings, sma
     [verified] = verify(spark, settings, registry, [job_id], actor="test")  # the DAG's verify: re-runs batches 2..
     assert verified["outcome"] == "done" and "an available-now run committed batches 2.." in verified["detail"]
     assert gold_rows(settings, table) == first  # the same rows as the first time, none twice
-    audit = delta_store.read_table(settings.layout.ops_table(AUDIT_TABLE)).to_pylist()
-    assert [r["outcome"] for r in audit if r["mode"] == "rollback"] == ["done", "dry-run", "done"]
+    assert [r["outcome"] for r in checkpoint_audit.outcomes(settings) if r["mode"] == "rollback"] == [
+        "done", "dry-run", "done"]
 
 
 def gold_rows_at(settings, table: str, version: int) -> set:

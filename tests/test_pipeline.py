@@ -220,26 +220,90 @@ def test_a_key_expression_spark_cannot_resolve_names_the_job_and_field(spark, se
         run_job(spark, settings, registry, "gold_user_activity_5m", AVAILABLE_NOW)
 
 
+class _Duplicate(ValueError):
+    pass
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def strict_json_reason(line: str) -> str | None:
+    """Python's strict JSON on a line: duplicate keys and NaN / Infinity refused, numbers beyond a double too, and
+    nothing after the value; the reason the quarantine must give for what it refuses (None: one JSON object)."""
+    def pairs(items):
+        if len({k for k, _ in items}) != len(items):
+            raise _Duplicate
+        return dict(items)
+
+    def finite(text):
+        if abs(float(text)) == float("inf"):
+            raise _NonFinite
+        return float(text)
+
+    def constant(text):
+        raise _NonFinite
+
+    try:
+        value = json.loads(line, object_pairs_hook=pairs, parse_float=finite, parse_constant=constant)
+    except _Duplicate:
+        return "duplicate_key"
+    except _NonFinite:
+        return "non_finite_number"
+    except json.JSONDecodeError as exc:
+        return "trailing_content" if exc.msg == "Extra data" else "malformed_json"
+    return None if isinstance(value, dict) else "malformed_json"
+
+
 @pytest.mark.spark
 def test_each_odd_line_gets_its_quarantine_reason(spark, registry, tmp_path):
     from spark_jobs.transforms import QUARANTINE_REASON, parse_json
 
     good = '"event_id": "e1", "user_id": "u1", "event_type": "view", "value": 1.5'
+    at = '"event_time": "2026-01-01T00:00:00Z"'
+    one = '{' + good + ', ' + at + '}'
     lines = {
-        '{' + good + ', "event_time": "2026-01-01T00:00:00Z"}': None,
-        '{' + good + ', "event_time": "2026-01-01T00:00:00Z"': "malformed_json",  # truncated
-        '[{' + good + ', "event_time": "2026-01-01T00:00:00Z"}]': "malformed_json",  # an array, not an object
+        one: None,
+        '  ' + one + '\t': None,  # JSON whitespace around the object
+        '{"event_id": "e1b", "user_id": "{not an object}", ' + at + '}': None,  # a string that looks like one
+        '{"event_id": "e1c", "extra": {"nested": [1, 2]}, ' + at + '}': None,  # a key outside the schema
+        '{' + good + ', ' + at: "malformed_json",  # truncated
+        '[' + one + ']': "malformed_json",  # an array, not an object
         '42': "malformed_json",
         '"text"': "malformed_json",
         'null': "malformed_json",
         '': "malformed_json",
         'not json at all': "malformed_json",
-        '{"event_id": "e2", "value": "high", "event_time": "2026-01-01T00:00:00Z"}': "wrong_type",
+        "{'event_id': 'e1d', 'event_time': '2026-01-01T00:00:00Z'}": "malformed_json",  # single quotes
+        '{"event_id": "e1e\u0000x", ' + at + '}': "malformed_json",  # a raw NUL inside a string
+        one + '{"event_id": "e3", ' + at + '}': "trailing_content",  # two objects: the second was lost before
+        one + ' trailing': "trailing_content",
+        one + ' // comment': "trailing_content",
+        one + ']': "trailing_content",
+        one + ',': "trailing_content",
+        one + '}': "trailing_content",
+        one + ', "k": 1': "trailing_content",
+        one + ' {"x":': "trailing_content",
+        one + '\u0000': "trailing_content",  # a NUL after the object
+        one + '{"garbage': "trailing_content",
+        '{"event_id": "e5", "event_id": "e5b", ' + at + '}': "duplicate_key",  # the last won before
+        '{"event_id": "e5c", "x": 1, "x": 2, ' + at + '}': "duplicate_key",  # outside the schema too
+        '{"event_id": "e5d", "x": {"a": 1, "a": 2}, ' + at + '}': "duplicate_key",  # at any depth
+        '{"event_id": "e6", "value": NaN, ' + at + '}': "non_finite_number",
+        '{"event_id": "e6b", "value": -Infinity, ' + at + '}': "non_finite_number",
+        '{"event_id": "e7", "value": 1e400, ' + at + '}': "non_finite_number",  # Infinity in a double before
+        '{"event_id": "e8", "user_id": {"id": 1}, ' + at + '}': "wrong_type",  # landed as JSON text before
+        '{"event_id": "e8b", "event_type": ["view"], ' + at + '}': "wrong_type",
+        '{"event_id": "e2", "value": "high", ' + at + '}': "wrong_type",
+        '{"event_id": "e2b", "value": "1.5", ' + at + '}': "wrong_type",  # a string, not a number
         '{"event_id": "e3", "value": 2}': "missing_event_time",
-        '{"value": 2, "event_time": "2026-01-01T00:00:00Z"}': "missing_event_id",
+        '{"value": 2, ' + at + '}': "missing_event_id",
         '{"event_id": "e4", "event_time": "yesterday"}': "unparseable_event_time",
         '{}': "missing_event_id",
     }
+    syntax = ("malformed_json", "trailing_content", "duplicate_key", "non_finite_number")
+    for line, reason in lines.items():  # the reasons a strict parser gives are Python's strict json's
+        assert strict_json_reason(line) == (reason if reason in syntax else None), line
     landing = tmp_path / "odd.jsonl"
     landing.write_text("\n".join(lines) + "\n")
     rows = parse_json(spark.read.format("text").option("lineSep", "\n").load(str(landing)),

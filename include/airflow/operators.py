@@ -84,6 +84,8 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         from include.ops import lease
 
         owner = lease.read_lease(self.lakehouse_settings, self.job_id)
+        if owner and owner.get("action"):
+            return f"{lease.describe_holder(self.job_id, owner)}. Skipped: run the backfill again once it ends"
         return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
                 f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")
 
@@ -104,13 +106,15 @@ class MaintenanceOperator(SparkSubmitOperator):
 
 
 class CheckpointOperator(SparkSubmitOperator):
-    """spark-submit of a checkpoint command (`spark_jobs/entrypoints/checkpoint_action.py`) with the arguments the `plan` task
-    built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the audited actor."""
+    """spark-submit of a checkpoint command (`spark_jobs/entrypoints/checkpoint_action.py`) with the arguments the
+    `plan` task built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the
+    audited actor. A dry run needs no Spark: it runs in the task itself."""
 
     def __init__(self, *, settings: Settings, plan_task_id: str = "plan", args_key: str = "args", **kwargs):
         kwargs.setdefault("pool", SPARK_POOL)
         super().__init__(application=str(CHECKPOINT_ENTRY), **submit_kwargs(settings, "lakehouse-checkpoint", []),
                          **kwargs)
+        self.lakehouse_settings = settings
         self.plan_task_id = plan_task_id
         self.args_key = args_key
 
@@ -121,6 +125,11 @@ class CheckpointOperator(SparkSubmitOperator):
         if not planned.get(self.args_key):
             raise AirflowSkipException(f"nothing to do: {planned.get('skip_reason', 'see the plan task')}")
         self.application_args = [*planned[self.args_key], "--actor", planned["actor"]]
+        if planned.get("dry_run"):
+            from spark_jobs.checkpoint_actions import parse_request, run_request
+
+            run_request(self.lakehouse_settings, parse_request(self.application_args))
+            return None
         return super().execute(context)
 
 

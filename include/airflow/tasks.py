@@ -77,6 +77,11 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
     if unknown:
         raise ValueError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
     targets = list(request.jobs)
+    if request.mode == "resume-action":  # the jobs of the unfinished action
+        from include.checkpoints.journal import pending_for
+
+        journal = pending_for(settings, request.jobs[0])
+        targets = list(journal.targets) if journal else targets
     if request.get("cascade"):
         targets += [d for j in request.jobs for d in downstream_jobs(registry, j) if d not in targets]
     plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in targets]
@@ -124,14 +129,11 @@ def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str]) -> str:
     from datetime import UTC, datetime
 
     from include.ops import checkpoint_audit
-    from include.storage import delta as delta_store
 
     settings, _ = load()
     if planned is None:
         raise RuntimeError(f"the run's inputs were refused: see the plan task's log ({', '.join(failed_tasks)})")
-    path = settings.layout.ops_table(checkpoint_audit.AUDIT_TABLE)
-    rows = [r for r in delta_store.read_table(path).to_pylist() if r["actor"] == planned["actor"]] \
-        if delta_store.table_exists(path) else []
+    rows = [r for r in checkpoint_audit.outcomes(settings, include_progress=True) if r["actor"] == planned["actor"]]
     if not rows:
         reason = f"failed before the action: {', '.join(failed_tasks)}" if failed_tasks else "rejected by a person"
         rows = [{"at": datetime.now(UTC), "actor": planned["actor"], "job": job, "mode": planned["mode"],

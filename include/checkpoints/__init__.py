@@ -12,10 +12,11 @@ from include.checkpoints.reader import (
     source_offsets,
     stored_conf,
     writer_app_id,
+    writer_generation,
     written_by_python_delta_source,
 )
 
 __all__ = [
     "batch_ids", "committed_watermark_ms", "file_log_offset", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
-    "source_offsets", "stored_conf", "writer_app_id", "written_by_python_delta_source",
+    "source_offsets", "stored_conf", "writer_app_id", "writer_generation", "written_by_python_delta_source",
 ]

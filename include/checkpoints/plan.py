@@ -25,6 +25,7 @@ from typing import Any
 from include.registry import JobSpec, Registry, StreamJoin
 
 MODES = ("resume", "repartition", "reset-checkpoint", "full-refresh")
+PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
 FINGERPRINT_FILE = "lakehouse_fingerprint.json"
 START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
 FINGERPRINT_VERSION = 1
@@ -130,6 +131,8 @@ class Plan:
         """The command that applies the plan ('' for resume)."""
         if self.mode == "resume":
             return ""
+        if self.mode == PENDING:
+            return f"lakehouse checkpoint resume-action {self.job}"
         position = " --from-latest|--from-version V|--from-timestamp T" if self.mode == "reset-checkpoint" else ""
         cascade = " --cascade" if self.downstream else ""
         return f"lakehouse checkpoint {self.mode} {self.job}{position}{cascade}"
@@ -155,14 +158,19 @@ def _short(value: Any) -> str:
 
 
 def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[str, Any] | None = None,
-             pinned_partitions: int | None = None) -> Plan:
+             pinned_partitions: int | None = None, inside_action: str | None = None) -> Plan:
     """The plan for starting `job` on `checkpoint` with the registry as it is now.
 
     `recorded` is the checkpoint's fingerprint (read from it when None); `pinned_partitions` the shuffle
-    partitions Spark pinned in its offset log (for checkpoints made before fingerprints were kept).
+    partitions Spark pinned in its offset log (for checkpoints made before fingerprints were kept);
+    `inside_action` the id of the checkpoint action that runs the job (its own journal does not block it).
     """
     from include import checkpoints
+    from include.checkpoints.journal import pending_for_checkpoint
 
+    journal = pending_for_checkpoint(checkpoint, job.id)
+    if journal is not None and journal.id != inside_action:
+        return Plan(job.id, PENDING, note=journal.describe(job.id))
     if not (Path(checkpoint) / "offsets").is_dir():
         return Plan(job.id, "resume", note="no checkpoint yet: the job starts from the beginning of its inputs")
     recorded = recorded if recorded is not None else read_fingerprint(checkpoint)

@@ -123,8 +123,13 @@ def writer_app_id(checkpoint: Path, job_id: str) -> str | None:
     query = query_id(checkpoint)
     if query is None:
         return None
-    try:
-        generation = int((Path(checkpoint) / GENERATION_FILE).read_text().strip())
-    except (FileNotFoundError, ValueError):
-        generation = 0
+    generation = writer_generation(checkpoint)
     return f"{job_id}:{query}" + (f":g{generation}" if generation else "")
+
+
+def writer_generation(checkpoint: Path) -> int:
+    """How many rollbacks the checkpoint went through (0 when none)."""
+    try:
+        return int((Path(checkpoint) / GENERATION_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0

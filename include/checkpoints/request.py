@@ -84,6 +84,8 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          destructive=True, one_job=True, options=(
              Option("to_batch", "the batch whose result to go back to", arguments.non_negative_int, required=True,
                     param_type="integer", minimum=0),)),
+    Mode("resume-action", "finish the checkpoint action a crash or a failure left unfinished on the job (its "
+                          "journal names the steps not done yet)", one_job=True),
     Mode("verify", "after an action: the plan is `resume` and an available-now run resumes from the checkpoint "
                    "and commits (--no-run: the plan and last batch only)", changes=False,
          options=(Option("no_run", "check the plan only; run nothing"),)),

@@ -9,13 +9,15 @@ from include.settings import Settings
 from include.storage import delta as delta_store
 
 AUDIT_TABLE = "checkpoint_audit"
+# Rows an applied action writes while it runs (the detail of "step done" names the step); its end is done/failed.
+PROGRESS_OUTCOMES = ("started", "resumed", "step done")
 AUDIT_SCHEMA: dict[str, str] = {
     "at": "timestamp",
     "actor": "string",  # the person (cli:<user>) or the DAG run
     "job": "string",
     "mode": "string",
     "dry_run": "boolean",
-    "outcome": "string",  # done | dry-run | refused | failed
+    "outcome": "string",  # started | resumed | step done (progress) | done | dry-run | not applied | failed
     "detail": "string",
     "plan": "string",  # JSON: the plan the action applied
     "batch_before": "long",
@@ -37,3 +39,12 @@ def default_actor() -> str:
 def record(settings: Settings, rows: list[dict]) -> None:
     if rows:
         delta_store.append_rows(settings.layout.ops_table(AUDIT_TABLE), AUDIT_SCHEMA, rows)
+
+
+def outcomes(settings: Settings, include_progress: bool = False) -> list[dict]:
+    """The audit's rows in the order they were written (without the progress rows unless asked)."""
+    path = settings.layout.ops_table(AUDIT_TABLE)
+    if not delta_store.table_exists(path):
+        return []
+    rows = sorted(delta_store.read_table(path).to_pylist(), key=lambda r: r["at"])
+    return [r for r in rows if include_progress or r["outcome"] not in PROGRESS_OUTCOMES]

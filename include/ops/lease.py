@@ -15,8 +15,11 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +42,10 @@ def describe_holder(job_id: str, owner: dict | None) -> str:
     if not owner:
         return f"job {job_id!r} is already running (another process holds its checkpoint lease)"
     expires = datetime.fromtimestamp(owner["expires_at"], UTC).isoformat(timespec="seconds")
+    if owner.get("action"):
+        return (f"job {job_id!r} is under a checkpoint action ({owner['action']}): pid {owner['pid']} on "
+                f"{owner['host']} holds its checkpoint lease since {owner['acquired_at']}; refusing to start it "
+                "until the action ends")
     mode = f" ({owner['trigger']})" if owner.get("trigger") else ""
     return (
         f"job {job_id!r} is already running{mode}: pid {owner['pid']} on {owner['host']} holds its checkpoint "
@@ -55,9 +62,15 @@ class Lease:
     acquired_at: str
     trigger: str = ""
     renewed_at: float = 0.0
+    action: str = ""  # set while a checkpoint action holds the lease: which one
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # renewals from two threads
 
     def renew(self, force: bool = False) -> None:
         """Push the expiry forward; cheap to call often (writes at most every ttl/3 seconds)."""
+        with self._lock:
+            self._renew(force)
+
+    def _renew(self, force: bool) -> None:
         now = time.time()
         if not force and now - self.renewed_at < self.ttl_seconds / 3:
             return
@@ -68,6 +81,7 @@ class Lease:
             "acquired_at": self.acquired_at,
             "expires_at": now + self.ttl_seconds,
             "trigger": self.trigger,
+            **({"action": self.action} if self.action else {}),
         }
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps(body).encode(), 0)
@@ -82,7 +96,8 @@ class Lease:
         log.info("job=%s released its checkpoint lease", self.job_id)
 
 
-def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float = DEFAULT_TTL_SECONDS) -> Lease:
+def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float = DEFAULT_TTL_SECONDS,
+            action: str = "") -> Lease:
     """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder."""
     path = settings.layout.lease(job_id)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +116,8 @@ def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: flo
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         raise LeaseHeld(describe_holder(job_id, owner))
-    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"), trigger)
+    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"), trigger,
+                  action=action)
     lease.renew(force=True)
     log.info("job=%s acquired its checkpoint lease", job_id)
     return lease
@@ -123,3 +139,33 @@ def is_held(settings: Settings, job_id: str) -> bool:
         os.close(fd)
     owner = read_lease(settings, job_id)
     return bool(owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time())
+
+
+@contextmanager
+def hold(settings: Settings, job_ids: list[str], action: str) -> Iterator[dict[str, Lease]]:
+    """Take the leases of `job_ids` for a checkpoint action (all or none: LeaseHeld names the first holder), renew
+    them in the background while it runs, release them when it ends."""
+    held: dict[str, Lease] = {}
+    try:
+        for job_id in job_ids:
+            held[job_id] = acquire(settings, job_id, trigger="checkpoint action", action=action)
+    except LeaseHeld as holder:
+        for taken in held.values():
+            taken.release()
+        raise LeaseHeld(f"{holder}; stop it first (lakehouse stop {job_id} --wait 120)") from None
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(DEFAULT_TTL_SECONDS / 3):
+            for taken in held.values():
+                taken.renew()
+
+    renewer = threading.Thread(target=renew, name="lease-renewal", daemon=True)
+    renewer.start()
+    try:
+        yield held
+    finally:
+        stop.set()
+        renewer.join()
+        for taken in held.values():
+            taken.release()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from include.checkpoints.plan import plan_job
+from include.checkpoints.plan import PENDING, plan_job
 from include.ops import lease
 from include.ops.alerts import record_alert
 from include.ops.bookkeeping import read_state, update_state
@@ -36,7 +36,8 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     stalled and ended first); backing_off (restart not allowed yet); gave_up (max_restarts
     consecutive restarts done); alerted (unhealthy, alert-only policy or a problem a restart does
     not fix); breached (running, with a state-health problem: :data:`include.ops.health.STATE_HEALTH`); refused (another writer holds the lease); stopped (stopped by request, stays so);
-    blocked (not running, and its checkpoint plan is not `resume`: a person must apply it first).
+    blocked (not running, and its checkpoint plan is not `resume`, or a checkpoint action on it is unfinished: a
+    person must act first); refused also while a checkpoint action holds the job.
     """
     job = registry.job(job_id)
     policy = job.supervision
@@ -46,6 +47,11 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     def alert(reason: str, severity: str = "error") -> None:
         record_alert(settings, job_id, reason, dag_id="lakehouse_live", task_id=f"supervise_{job_id}",
                      run_id=run_id, severity=severity)
+
+    owner = lease.read_lease(settings, job_id) if health.running else None
+    if owner and owner.get("action"):  # a checkpoint action holds the job: never ended, never started under it
+        alert(f"not supervised now: {lease.describe_holder(job_id, owner)}", "info")
+        return "refused"
 
     if health.healthy:
         restarts = int(state.get("restarts", 0))
@@ -82,6 +88,9 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
                      if len(health.problems) > 1 else ""))
     else:
         plan = plan_job(job, registry, settings.layout.checkpoint(job_id))
+        if plan.mode == PENDING:
+            alert(f"not started: {plan.note}")
+            return "blocked"
         if plan.mode != "resume":
             alert(f"not started: its checkpoint plan is {plan.mode} ({', '.join(c.field for c in plan.changes)} "
                   f"changed in the registry); apply it with `{plan.command}` first")

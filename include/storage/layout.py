@@ -5,6 +5,7 @@
     _checkpoints/<job>/           a job's Structured Streaming checkpoint
     _checkpoints/<job>.lease      its one-writer lease (beside the checkpoint: a reset keeps it)
     _checkpoints/<job>.reset-<n>/ a checkpoint a reset moved aside (numbered; never deleted in place)
+    _checkpoints/_actions/<id>.json the journal of a checkpoint action until it finishes
     _ops/<table>/                 operational Delta tables (query_progress, alerts, dq_results)
     _ops/heartbeats/<job>.json    a running job's heartbeat
     _ops/stop_requests/<job>.json a request to stop at the next batch boundary
@@ -34,8 +35,12 @@ class Layout:
         """A Delta table by registry name (``bronze/clickstream``, ``_ops/alerts``)."""
         return self.root / name
 
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "_checkpoints"
+
     def checkpoint(self, job_id: str) -> Path:
-        return self.root / "_checkpoints" / job_id
+        return self.checkpoints / job_id
 
     def archived_checkpoint(self, job_id: str, number: int) -> Path:
         return self.root / "_checkpoints" / f"{job_id}.reset-{number}"

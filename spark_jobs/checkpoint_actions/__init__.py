@@ -11,8 +11,8 @@ most recent kept. Every action, dry runs included, is a row in `_ops/checkpoint_
 
 from __future__ import annotations
 
-from spark_jobs.checkpoint_actions.apply import ACTIONS, apply, main, run_request
+from spark_jobs.checkpoint_actions.apply import ACTIONS, apply, main, parse_request, run_request
 from spark_jobs.checkpoint_actions.base import ActionRefused
 from spark_jobs.checkpoint_actions.verify import verify
 
-__all__ = ["ACTIONS", "ActionRefused", "apply", "main", "run_request", "verify"]
+__all__ = ["ACTIONS", "ActionRefused", "apply", "main", "parse_request", "run_request", "verify"]

@@ -1,8 +1,10 @@
 """What every checkpoint action shares: the context it runs in, its steps, the guardrails common to all modes,
-and moving a checkpoint aside.
+and setting a checkpoint aside.
 
-An action is a list of named :class:`Step` s built from what its checks found (:class:`Prepared`): the checks run
-first, against the registry, the checkpoint and the tables; the steps only apply what they decided.
+An action is a list of named :class:`Step` s built from what its checks found (:class:`Prepared`, plain data kept
+in the action's journal): the checks run first, against the registry, the checkpoint and the tables; the steps
+only apply what they decided. A step may be cut short by a crash and run again from its start (`lakehouse
+checkpoint resume-action`), so each is written to give, run twice, what it gives run once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,10 +40,20 @@ class ActionContext:
     settings: Settings
     registry: Registry
     request: CheckpointRequest
-    spark: SparkSession | None = None  # None for a dry run
+    session: SparkSession | None = None  # started on first use (`spark`): steps on files need none
+    leases: dict[str, lease.Lease] = field(default_factory=dict)  # the targets' leases, held by the action
+    action_id: str | None = None  # the journal's id while the action runs
 
     def checkpoint(self, job_id: str) -> Path:
         return self.settings.layout.checkpoint(job_id)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self.session is None:
+            from include.spark_session import get_spark
+
+            self.session = get_spark(self.settings, app_name="lakehouse-checkpoint")
+        return self.session
 
 
 @dataclass
@@ -51,6 +63,9 @@ class Prepared:
     job: str
     archive_to: str | None = None  # where its checkpoint goes aside (None: it has none)
     data: dict[str, Any] = field(default_factory=dict)  # per mode: the versions to restore, the position, ...
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,6 @@ class ModeAction:
     """A mode's behaviour: which jobs it touches, what it checks, how it reads to a person, its steps."""
 
     mode = ""
-    copies_checkpoint = False  # the old checkpoint is copied aside (it stays in use) rather than moved
 
     def targets(self, ctx: ActionContext) -> list[str]:
         """The jobs the action touches, in dependency order."""
@@ -78,36 +92,14 @@ class ModeAction:
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         raise NotImplementedError
 
-    def job_steps(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> list[Step]:
+    def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         raise NotImplementedError
 
-    def final_steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
-        """Steps after every job's own (a full refresh's rebuild)."""
-        return []
-
     def prepare(self, ctx: ActionContext, job: JobSpec) -> Prepared:
-        check_common(ctx, job)
-        data = self.check(ctx, job)
-        return Prepared(job.id, next_archive(ctx.settings, job.id), data)
-
-    def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
-        steps = []
-        for item in prepared:
-            job = ctx.registry.job(item.job)
-            steps.append(Step(job.id, "set the checkpoint aside",
-                              lambda item=item: archive(ctx.settings, item, copy=self.copies_checkpoint)))
-            steps += self.job_steps(ctx, job, item)
-        return steps + self.final_steps(ctx, prepared)
-
-
-def check_common(ctx: ActionContext, job: JobSpec) -> None:
-    """The guardrails of every mode: no running writer; `reset_allowed: false` refuses destructive modes."""
-    if lease.is_held(ctx.settings, job.id) and not ctx.request.dry_run:
-        raise lease.LeaseHeld(f"{lease.describe_holder(job.id, lease.read_lease(ctx.settings, job.id))}; stop it "
-                              f"first (lakehouse stop {job.id} --wait 120)")
-    if ctx.request.destructive and not job.reset_allowed:
-        raise ActionRefused(f"job {job.id!r} has reset_allowed: false in the registry: {ctx.request.mode} would "
-                            "discard its checkpoint; change the registry first if this is intended")
+        if ctx.request.destructive and not job.reset_allowed:
+            raise ActionRefused(f"job {job.id!r} has reset_allowed: false in the registry: {ctx.request.mode} "
+                                "would discard its checkpoint; change the registry first if this is intended")
+        return Prepared(job.id, next_archive(ctx.settings, job.id), self.check(ctx, job))
 
 
 def next_archive(settings: Settings, job_id: str) -> str | None:
@@ -119,16 +111,38 @@ def next_archive(settings: Settings, job_id: str) -> str | None:
     return str(settings.layout.archived_checkpoint(job_id, number))
 
 
-def archive(settings: Settings, prepared: Prepared, copy: bool) -> None:
-    """Move (or copy) the job's checkpoint to `prepared.archive_to`."""
+def move_aside(settings: Settings, prepared: Prepared) -> None:
+    """Move the job's checkpoint to `prepared.archive_to` (done already when it is there and the job has none)."""
+    checkpoint = settings.layout.checkpoint(prepared.job)
+    if prepared.archive_to is None or not checkpoint.exists():
+        return
+    target = Path(prepared.archive_to)
+    if target.exists():
+        if not (checkpoint / "offsets").is_dir():
+            return  # moved already: what is there is the new checkpoint's start (a step run again after a crash)
+        raise ActionRefused(f"job {prepared.job!r}: both {checkpoint} and {target} exist; the action cannot tell "
+                            "which one is the job's: move one of them aside by hand")
+    checkpoint.rename(target)
+    log.info("job=%s: checkpoint %s moved to %s", prepared.job, checkpoint, target)
+
+
+def copy_aside(settings: Settings, prepared: Prepared) -> None:
+    """Copy the job's checkpoint to `prepared.archive_to` (again, whole, after a copy a crash cut short)."""
     if prepared.archive_to is None:
         return
-    checkpoint, target = settings.layout.checkpoint(prepared.job), Path(prepared.archive_to)
-    if copy:
-        shutil.copytree(checkpoint, target)
-    else:
-        checkpoint.rename(target)
-    log.info("job=%s: checkpoint %s %s to %s", prepared.job, checkpoint, "copied" if copy else "moved", target)
+    target = Path(prepared.archive_to)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(settings.layout.checkpoint(prepared.job), target)
+    log.info("job=%s: checkpoint copied to %s", prepared.job, target)
+
+
+def from_the_copy(settings: Settings, prepared: Prepared) -> None:
+    """Put back the checkpoint as it was before the action (its copy aside): a step that rewrites the checkpoint
+    in place starts from there, also when a crash cut its first try short."""
+    checkpoint = settings.layout.checkpoint(prepared.job)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    shutil.copytree(prepared.archive_to, checkpoint)
 
 
 def prune(settings: Settings, job_id: str, keep: int) -> None:

@@ -6,12 +6,19 @@ from __future__ import annotations
 from include import checkpoints
 from include.checkpoints.plan import read_fingerprint, write_fingerprint
 from include.registry import JobSpec
-from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, ModeAction, Prepared, Step
+from spark_jobs.checkpoint_actions.base import (
+    ActionContext,
+    ActionRefused,
+    ModeAction,
+    Prepared,
+    Step,
+    copy_aside,
+    from_the_copy,
+)
 
 
 class Repartition(ModeAction):
     mode = "repartition"
-    copies_checkpoint = True
 
     def check(self, ctx: ActionContext, job: JobSpec) -> dict:
         recorded = checkpoints.shuffle_partitions(ctx.checkpoint(job.id))
@@ -32,17 +39,25 @@ class Repartition(ModeAction):
                 f"to {prepared.data['partitions']} partitions (the registry's state_store.shuffle_partitions; "
                 "nothing is reprocessed)")
 
-    def job_steps(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> list[Step]:
-        partitions = prepared.data["partitions"]
-        return [Step(job.id, f"repartition the state to {partitions} partitions",
-                     lambda: repartition_state(ctx, job, partitions)),
-                Step(job.id, "record the new count in the fingerprint",
-                     lambda: record_partitions(ctx.checkpoint(job.id), partitions))]
+    def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
+        steps = []
+        for item in prepared:
+            job, partitions = ctx.registry.job(item.job), item.data["partitions"]
+            steps += [Step(job.id, "copy the checkpoint aside", lambda item=item: copy_aside(ctx.settings, item)),
+                      Step(job.id, f"repartition the state to {partitions} partitions",
+                           lambda item=item, job=job, partitions=partitions: repartition_state(ctx, job, item,
+                                                                                                partitions)),
+                      Step(job.id, "record the new count in the fingerprint",
+                           lambda job=job, partitions=partitions: record_partitions(ctx.checkpoint(job.id),
+                                                                                    partitions))]
+        return steps
 
 
-def repartition_state(ctx: ActionContext, job: JobSpec, partitions: int) -> None:
+def repartition_state(ctx: ActionContext, job: JobSpec, prepared: Prepared, partitions: int) -> None:
+    """Spark's offline repartition, from the checkpoint as it was before the action (its copy)."""
     from spark_jobs.streaming_query import configure_session
 
+    from_the_copy(ctx.settings, prepared)
     spark = ctx.spark
     configure_session(spark, job, partitions)  # the state store the job writes with
     spark.streams.active  # noqa: B018 - starts the state store coordinator, as a first query would

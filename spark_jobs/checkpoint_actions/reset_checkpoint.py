@@ -5,12 +5,21 @@ is missed or read again, and the description says which."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from include import checkpoints
 from include.checkpoints.plan import write_start_position
 from include.registry import JobSpec
-from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, ModeAction, Prepared, Step
+from spark_jobs.checkpoint_actions.base import (
+    ActionContext,
+    ActionRefused,
+    ModeAction,
+    Prepared,
+    Step,
+    move_aside,
+)
 
 
 class ResetCheckpoint(ModeAction):
@@ -24,14 +33,47 @@ class ResetCheckpoint(ModeAction):
         if kind == "version" and len(job.sources) > 1:
             raise ActionRefused(f"job {job.id!r} reads {len(job.sources)} tables: --from-version names a version "
                                 "of one table; use --from-timestamp or --from-latest")
+        for source in job.sources:
+            check_position(ctx.settings.layout.table(source.name), source.name, kind, value, job.id)
         return {"starting": starting_options(kind, value)}
 
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         return f"move {ctx.checkpoint(job.id)} aside; keep {job.sink.table}; " + position_effect(ctx, job)
 
-    def job_steps(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> list[Step]:
-        return [Step(job.id, "record where the new checkpoint starts",
-                     lambda: write_start_position(ctx.checkpoint(job.id), prepared.data["starting"]))]
+    def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
+        return [Step(item.job, "move the checkpoint aside and record where the new one starts",
+                     lambda item=item: reset(ctx, item)) for item in prepared]
+
+
+def reset(ctx: ActionContext, prepared: Prepared) -> None:
+    move_aside(ctx.settings, prepared)
+    write_start_position(ctx.checkpoint(prepared.job), prepared.data["starting"])
+
+
+def check_position(table: Path, name: str, kind: str, value: Any, job_id: str) -> None:
+    """Refuse a position Delta's streaming source could not start from: a version the table does not have (or its
+    log no longer keeps), a time after its latest commit."""
+    from include.storage import delta as delta_store
+
+    if not delta_store.table_exists(table):
+        raise ActionRefused(f"job {job_id!r}: its source table {name} does not exist yet: nothing to start from")
+    commits = sorted(int(p.stem) for p in (table / "_delta_log").glob("*.json") if p.stem.isdigit())
+    first, latest = commits[0], commits[-1]
+    if kind == "version" and not first <= value <= latest:
+        kept = f"versions {first}..{latest}" if first else f"versions 0..{latest}"
+        raise ActionRefused(f"job {job_id!r}: --from-version {value}: {name} has {kept} in its log; choose one of "
+                            "them, or --from-latest")
+    if kind == "timestamp":
+        moment = datetime.fromisoformat(value)
+        committed = {v: datetime.fromtimestamp((table / "_delta_log" / f"{v:020d}.json").stat().st_mtime, UTC)
+                     for v in (first, latest)}
+        if moment > committed[latest]:
+            raise ActionRefused(f"job {job_id!r}: --from-timestamp {value}: no version of {name} was committed at or "
+                                f"after it (its latest, version {latest}, at {committed[latest].isoformat()}); use "
+                                "--from-latest to read only what comes next")
+        if first > 0 and moment < committed[first]:
+            raise ActionRefused(f"job {job_id!r}: --from-timestamp {value}: {name}'s log keeps versions from "
+                                f"{first} (committed {committed[first].isoformat()}) only; choose a later time")
 
 
 def starting_options(kind: str, value: Any) -> dict[str, str]:
@@ -53,18 +95,33 @@ def position_effect(ctx: ActionContext, job: JobSpec) -> str:
     offsets = [json.loads(o) for o in checkpoints.source_offsets(checkpoint, batch)] if batch is not None else []
     parts = []
     for source, offset in zip(job.sources, offsets or [{}] * len(job.sources), strict=False):
-        read_to = offset.get("reservoirVersion")
+        unread = next_unread(offset)  # the first version the old checkpoint had not read (whole)
         latest = delta_store.latest_version(ctx.settings.layout.table(source.name))
-        done = f"the old checkpoint had read {source.name} up to version {read_to}" if read_to is not None \
-            else f"the old checkpoint had not read {source.name}"
+        done = (f"the old checkpoint had read {source.name} up to version {unread - 1}" if unread
+                else f"the old checkpoint had not read {source.name}")
         if kind == "latest":
-            effect = f"versions after {read_to if read_to is not None else -1} up to {latest} are NOT read (missed)"
+            effect = (f"versions {unread}..{latest} are NOT read (missed)" if unread <= latest
+                      else "nothing committed so far is missed (it had read every version)")
         elif kind == "timestamp":
             effect = (f"it starts at the first version committed at or after {value}: versions "
                       "between the old position and that one are missed, versions before the old position read again")
-        elif read_to is None or value > read_to:
-            effect = f"versions {read_to if read_to is not None else 0}..{value - 1} are NOT read (missed)"
+        elif value > unread:
+            effect = f"versions {unread}..{value - 1} are NOT read (missed)"
+        elif value == unread:
+            effect = "it goes on where the old one stopped: nothing is missed or read twice"
         else:
-            effect = f"versions {value}..{read_to} are read again: their rows are written to {job.sink.table} again"
+            effect = (f"versions {value}..{unread - 1} are read again: their rows are written to {job.sink.table} "
+                      "again")
         parts.append(f"{done}; from now on {effect}")
     return "; ".join(parts)
+
+
+END_INDEX = 2**63 - 1  # Delta's offset index once a version's files are all read
+
+
+def next_unread(offset: dict) -> int:
+    """The first version a Delta source offset has not read in full (0 for a source never read)."""
+    if "reservoirVersion" not in offset:
+        return 0
+    version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
+    return version + 1 if index == END_INDEX else version

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from include import checkpoints
 from include.checkpoints.reader import GENERATION_FILE
@@ -24,10 +23,14 @@ from include.checkpoints.validate import CheckpointDamaged, check_state_version
 from include.ops import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
-from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, ModeAction, Prepared, Step
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from spark_jobs.checkpoint_actions.base import (
+    ActionContext,
+    ActionRefused,
+    ModeAction,
+    Prepared,
+    Step,
+    copy_aside,
+)
 
 _NUMBERED = re.compile(r"^\.?(\d+)(\.compact|\.changelog|\.zip|\.delta|\.snapshot)?(\.crc)?$")
 
@@ -38,7 +41,6 @@ class RollbackRefused(ActionRefused):
 
 class Rollback(ModeAction):
     mode = "rollback"
-    copies_checkpoint = True
 
     def check(self, ctx: ActionContext, job: JobSpec) -> dict:
         shared = [t for t in job.tables_written() if len(ctx.registry.writers_of(t)) > 1]
@@ -47,7 +49,8 @@ class Rollback(ModeAction):
             raise ActionRefused(f"job {job.id!r} shares {', '.join(shared)} with {', '.join(others)}: restoring the "
                                 "table would undo their rows too; use full-refresh (it removes this job's rows only)")
         to_batch = ctx.request.get("to_batch")
-        return {"to_batch": to_batch, "versions": rollback_versions(ctx.settings, ctx.registry, job, to_batch)}
+        return {"to_batch": to_batch, "versions": rollback_versions(ctx.settings, ctx.registry, job, to_batch),
+                "generation": checkpoints.writer_generation(ctx.checkpoint(job.id)) + 1}
 
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         checkpoint, to_batch = ctx.checkpoint(job.id), prepared.data["to_batch"]
@@ -56,11 +59,15 @@ class Rollback(ModeAction):
                 f"{checkpoints.latest_committed_batch(checkpoint)} from the checkpoint: running the job again re-runs "
                 "them on the same input")
 
-    def job_steps(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> list[Step]:
-        versions, to_batch = prepared.data["versions"], prepared.data["to_batch"]
-        return [Step(job.id, f"restore {', '.join(versions)}", lambda: restore_tables(ctx.spark, ctx.settings, versions)),
-                Step(job.id, f"cut the checkpoint back to batch {to_batch}",
-                     lambda: truncate_checkpoint(ctx.checkpoint(job.id), job, to_batch))]
+    def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
+        [item] = prepared
+        job, data = ctx.registry.job(item.job), item.data
+        tables = ", ".join(f"{t} to version {v}" for t, v in data["versions"].items())
+        return [Step(job.id, "copy the checkpoint aside", lambda: copy_aside(ctx.settings, item)),
+                Step(job.id, f"restore {tables}", lambda: restore_tables(ctx, job, data["versions"])),
+                Step(job.id, f"cut the checkpoint back to batch {data['to_batch']} (writer generation "
+                             f"{data['generation']})",
+                     lambda: truncate_checkpoint(ctx.checkpoint(job.id), job, data["to_batch"], data["generation"]))]
 
 
 def rollback_versions(settings: Settings, registry: Registry, job: JobSpec, to_batch: int) -> dict[str, int]:
@@ -118,8 +125,10 @@ def _check_downstream(settings: Settings, registry: Registry, job: JobSpec, vers
                               "no further), or full-refresh them afterwards")
 
 
-def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
-    """Remove everything the checkpoint recorded after `to_batch` (logs, state versions, file-source entries)."""
+def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int, generation: int) -> None:
+    """Remove everything the checkpoint recorded after `to_batch` (logs, state versions, file-source entries), and
+    start the writer's idempotency key at `generation` (a set, not an increment: running it twice is running it
+    once)."""
     limits = {"offsets": to_batch, "commits": to_batch}
     if any(s.kind == "landing" for s in job.sources):
         limits["sources"] = checkpoints.file_log_offset(checkpoint, to_batch)
@@ -133,19 +142,17 @@ def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
         match = _NUMBERED.match(path.name)
         if path.is_file() and match and match.group(2) and int(match.group(1)) > state_version:
             path.unlink()
-    generation = checkpoint / GENERATION_FILE
-    current = int(generation.read_text().strip()) if generation.exists() else 0
-    generation.write_text(f"{current + 1}\n")
+    (checkpoint / GENERATION_FILE).write_text(f"{generation}\n")
 
 
-def restore_tables(spark: SparkSession, settings: Settings, versions: dict[str, int]) -> None:
+def restore_tables(ctx: ActionContext, job: JobSpec, versions: dict[str, int]) -> None:
     """RESTORE each table to its version (a new version; skipped where it is already there)."""
     from include.storage import delta as delta_store
     from spark_jobs.delta_tables import appends_opened
 
     for table, version in versions.items():
-        path = settings.layout.table(table)
+        path = ctx.settings.layout.table(table)
         if delta_store.latest_version(path) == version:
             continue
-        with appends_opened(spark, path):
-            spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {int(version)}")
+        with appends_opened(ctx.spark, path, job.sink.properties):
+            ctx.spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {int(version)}")

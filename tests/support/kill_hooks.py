@@ -1,8 +1,11 @@
-"""Fault injection for the exactly-once tests: SIGKILL the job's process group at a commit point.
+"""Fault injection: SIGKILL a job's (or a checkpoint action's) process group at a commit point or a step, or hold
+it there until the test lets it go.
 
 Installed into a job process through the production seam (``spark_jobs.batch_hooks``) with
 ``LAKEHOUSE_BATCH_HOOKS=tests.support.kill_hooks:kill_at`` and
-``LAKEHOUSE_TEST_KILL_AT=<job>:<point>:<batch_id>``; see :func:`kill_env`.
+``LAKEHOUSE_TEST_KILL_AT=<job>:<point>:<batch_id>``; see :func:`kill_env` and :func:`pause_env`. A checkpoint
+action's points are ``before_step`` and ``after_step`` (its effect applied, not yet recorded in the journal),
+with the step's index for the batch id.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -29,3 +34,23 @@ def kill_at(job_id: str, point: str, batch_id: int) -> None:
         for handler in logging.getLogger().handlers:
             handler.flush()
         os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def pause_env(job_id: str, point: str, index: int, gate: Path) -> dict[str, str]:
+    """Environment variables that make a process wait at (job, point, index) until `gate` exists; it creates
+    `<gate>.waiting` while it waits."""
+    return {
+        "LAKEHOUSE_BATCH_HOOKS": f"{__name__}:pause_at",
+        "LAKEHOUSE_TEST_PAUSE_AT": f"{job_id}:{point}:{index}:{gate}",
+    }
+
+
+def pause_at(job_id: str, point: str, index: int) -> None:
+    job, wanted_point, wanted_index, gate = os.environ["LAKEHOUSE_TEST_PAUSE_AT"].split(":", 3)
+    if (job, wanted_point, int(wanted_index)) != (job_id, point, index):
+        return
+    waiting = Path(f"{gate}.waiting")
+    waiting.touch()
+    while not Path(gate).exists():
+        time.sleep(0.1)
+    waiting.unlink()
