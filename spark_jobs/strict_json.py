@@ -24,6 +24,6 @@ TEXT_TYPES = ("string", "timestamp", "date")  # columns Spark reads as text (a t
 
 
 def strict_reason(line: Column, schema: dict[str, str]) -> Column:
-    """The strict parse's quarantine reason of each line, or null for exactly one JSON object."""
+    """The strict parse's quarantine reason of each (valid UTF-8) line, or null for exactly one JSON object."""
     text_columns = ",".join(c for c, t in schema.items() if t in TEXT_TYPES)
-    return F.call_udf(STRICT_JSON_FUNCTION, line, F.lit(text_columns))
+    return F.call_udf(STRICT_JSON_FUNCTION, line.cast("binary"), F.lit(text_columns))  # its UTF-8 bytes

@@ -131,8 +131,7 @@ def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registr
     alerts_before_restart = len(alert_rows(settings))
     assert alerts_before_restart, "the killed run wrote no alerts: choose a later batch"
 
-    restarted = run_cli(["run", job_id], lakehouse_env)
-    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    run_job(spark, settings, registry, job_id, AVAILABLE_NOW)  # the restart: the same code as a process's
     assert alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
 
 

@@ -14,7 +14,7 @@ import org.apache.spark.sql.api.java.UDF2;
 /**
  * The quarantine reason of a landing line under a strict JSON parse, or null for exactly one JSON object.
  *
- * <p>One streaming pass of Jackson over the line, with duplicate detection on, nothing lenient, and the
+ * <p>One streaming pass of Jackson over the line's UTF-8 bytes (no decoding to a Java string), with duplicate detection on, nothing lenient, and the
  * end of the line checked: {@code malformed_json} (not JSON, or a JSON value that is not an object),
  * {@code trailing_content} (anything after the object), {@code duplicate_key} (at any depth),
  * {@code non_finite_number} (NaN, Infinity, or a number beyond a double such as 1e400) and
@@ -22,7 +22,7 @@ import org.apache.spark.sql.api.java.UDF2;
  * reads as text). Spark's own reader, which stops after the first value and keeps the last of two equal
  * keys, still types the columns; this function says whether it may.
  */
-public final class StrictJsonReason implements UDF2<String, String, String> {
+public final class StrictJsonReason implements UDF2<byte[], String, String> {
   private static final long serialVersionUID = 1L;
   private static final JsonFactory FACTORY =
       JsonFactory.builder().enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build();
@@ -31,7 +31,7 @@ public final class StrictJsonReason implements UDF2<String, String, String> {
   private transient Set<String> fields;
 
   @Override
-  public String call(String line, String textFields) {
+  public String call(byte[] line, String textFields) {
     if (line == null) {
       return null;
     }
@@ -114,10 +114,22 @@ public final class StrictJsonReason implements UDF2<String, String, String> {
   }
 
   private static boolean finite(JsonParser parser, JsonToken token) throws IOException {
-    if (token == JsonToken.VALUE_NUMBER_FLOAT || token == JsonToken.VALUE_NUMBER_INT
-        && parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
-      return !Double.isInfinite(parser.getDoubleValue());
+    if (token != JsonToken.VALUE_NUMBER_FLOAT && token != JsonToken.VALUE_NUMBER_INT) {
+      return true;
     }
-    return true;
+    // Fewer than 300 characters and no exponent: within a double's range without converting it (the common case).
+    char[] text = parser.getTextCharacters();
+    int start = parser.getTextOffset();
+    int length = parser.getTextLength();
+    if (length < 300) {
+      boolean exponent = false;
+      for (int i = start; i < start + length && !exponent; i++) {
+        exponent = text[i] == 'e' || text[i] == 'E';
+      }
+      if (!exponent) {
+        return true;
+      }
+    }
+    return !Double.isInfinite(parser.getDoubleValue());
   }
 }
