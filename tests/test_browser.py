@@ -118,18 +118,25 @@ def validation_runs(driver) -> list[tuple[str, str]]:
         "const info = [...document.querySelectorAll('.pagination-info')].find(shown);"
         "return [info ? info.innerText : '', [...document.querySelectorAll('table tbody tr')].filter(shown)"
         ".map(r => [r.innerText, (r.querySelector('td i, td svg, td img') || {outerHTML: ''}).outerHTML])]")
+    # a page number's link, not "next": clicking it again is harmless when the first click landed late
+    go_to_page = (
+        "const links = [...document.querySelectorAll('.pagination a.page-link')].filter(a => a.offsetParent !== null);"
+        "const link = links.find(a => a.innerText.trim() === arguments[0]); if (link) { link.click(); } return !!link")
     runs: list[tuple[str, str]] = []
-    for _ in range(20):
+    for page_number in range(2, 22):
         info, page = driver.execute_script(read_page)
         runs += [tuple(row) for row in page]
         shown = re.search(r"to (\d+) of (\d+)", info)
         if not shown or int(shown[1]) >= int(shown[2]):
             return runs
-        driver.execute_script(  # the shown table's "next page" link
-            "[...document.querySelectorAll('li.page-next')].find(li => li.offsetParent !== null)"
-            ".querySelector('a').click()")
-        wait_for(lambda shown=info: driver.execute_script(read_page)[0] != shown, timeout=30,
-                 what=f"the page after {info!r}")
+
+        def moved(shown=info, target=str(page_number)) -> bool:
+            if driver.execute_script(read_page)[0] != shown:
+                return True
+            assert driver.execute_script(go_to_page, target), f"no link to page {target} under {shown!r}"
+            return False
+
+        wait_for(moved, timeout=30, interval=2, what=f"the page after {info!r}")
     raise AssertionError(f"more than 20 pages of validation runs: {runs[:5]}")
 
 
