@@ -67,7 +67,6 @@ test-unit: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
 airflow: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
-	@echo "Airflow UI: http://localhost:8080  (user: admin; the password is printed by 'standalone' below and kept in $${AIRFLOW_HOME:-$(CURDIR)/airflow_home}/simple_auth_manager_passwords.json.generated)"
 	$(VENV)/bin/lakehouse airflow standalone
 
 lint: $(STAMP)

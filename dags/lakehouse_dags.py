@@ -27,7 +27,7 @@ from include.airflow.operators import (
     MaintenanceOperator,
     QualityCheckOperator,
 )
-from include.checkpoints.request import APPLIED_MODES, param_specs
+from include.checkpoints.request import APPLIED_MODES, MODES, param_specs
 from include.quality.suites import quality_tables
 
 SETTINGS, REGISTRY = load()
@@ -71,6 +71,8 @@ landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}),
 - **Ends with** `quality_check`: the Great Expectations suites of the gold tables it wrote; a blocking
   failure fails the run (the task's "Data quality report" link opens the report). `health_report`
   rebuilds the pipeline-health report (Browse → "Pipeline health report").
+- **Which button**: Trigger → *Single run*. Airflow's *Backfill* (a run per date in a range) is not needed:
+  the jobs keep their place in checkpoints, so one run catches up on everything that landed, whatever the dates.
 - **Manual runs**: set the `jobs` param to run a subset (the others are skipped; jobs downstream of a
   skipped job still run on what their upstream table already holds).
 - **Recovering**: clear the failed task. Jobs resume from their checkpoints and every micro-batch is
@@ -79,6 +81,8 @@ landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}),
 
 with DAG(
     dag_id="lakehouse_backfill",
+    description="Catch every streaming job up (available-now), then quality. Run it with Trigger → Single run; "
+                "Airflow's date-range Backfill is not needed: each run reads everything not read yet.",
     schedule=on_cron("@hourly"),
     catchup=False,
     max_active_runs=1,
@@ -95,6 +99,18 @@ with DAG(
         )
     },
 ) as backfill:
+    @task(task_id="select_jobs", doc_md="Applies the run's `jobs` param (empty: every job): the jobs left out are "
+                                       "skipped here, so they never wait for a Spark pool slot.")
+    def select_jobs(params=None) -> list[str]:
+        from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+        selected = (params or {}).get("jobs") or []
+        left_out = [j for j in REGISTRY.order if selected and j not in selected]
+        if left_out:  # not a branch: a branch never skips what a followed task leads to (a selected job's downstream)
+            raise DownstreamTasksSkipped(tasks=left_out)
+        return list(REGISTRY.order)
+
+    selection = select_jobs()
     tasks = {}
     for job_id in REGISTRY.order:
         job = REGISTRY.jobs[job_id]
@@ -108,14 +124,15 @@ with DAG(
             trigger_rule="none_failed",
             doc_md=job_doc(SETTINGS, REGISTRY, job, trigger),
         )
+        selection >> tasks[job_id]
         for upstream in REGISTRY.upstream(job_id):
             tasks[upstream] >> tasks[job_id]
 
     check = QualityCheckOperator(
         task_id="quality_check", tables=GOLD_TABLES, writers=WRITERS, trigger_rule="none_failed", doc_md=QUALITY_DOC)
-    for job_id in REGISTRY.order:
-        if REGISTRY.jobs[job_id].sink.table in GOLD_TABLES:
-            tasks[job_id] >> check
+    # After every job, not only the gold writers: a failed job fails the run even when the jobs downstream of it
+    # were left out by `select_jobs` (a skip does not pass the failure on).
+    [*tasks.values()] >> check
     [*tasks.values()] >> health_report_task()
 
 LIVE_JOBS = [job_id for job_id in REGISTRY.order if REGISTRY.jobs[job_id].live]
@@ -144,6 +161,7 @@ processing rate, state not only growing, watermark advancing), and acts per the 
 
 with DAG(
     dag_id="lakehouse_live",
+    description="Keep the live streaming jobs running: start, restart with backoff, stop or start on request.",
     schedule=on_cron("*/5 * * * *"),
     catchup=False,
     max_active_runs=1,
@@ -196,6 +214,8 @@ one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on 
 
 with DAG(
     dag_id="data_quality",
+    description="Great Expectations suites of the gold tables when they change; the report is in Browse → Data "
+                "quality reports.",
     schedule=AssetAny(*(table_asset(SETTINGS, t) for t in GOLD_TABLES)),
     catchup=False,
     max_active_runs=1,
@@ -226,6 +246,7 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 
 with DAG(
     dag_id="lakehouse_maintenance",
+    description="Daily compaction (OPTIMIZE) and VACUUM of every Delta table the jobs write.",
     schedule=on_cron("@daily"),
     catchup=False,
     max_active_runs=1,
@@ -236,6 +257,14 @@ with DAG(
                             description="Tables to maintain; leave empty to maintain every table.")},
 ) as maintenance:
     MaintenanceOperator(task_id="optimize_and_vacuum", settings=SETTINGS, doc_md=MAINTENANCE_DOC)
+
+
+CHECKPOINT_FORM = "The action"
+
+
+def mode_section(mode: str) -> str:
+    """The trigger form's section of a mode's own options."""
+    return f"Only for {mode}: {MODES[mode].help}"
 
 
 CHECKPOINT_DOC = """
@@ -265,6 +294,8 @@ runs and rejections included). `dry_run` is on by default. Old checkpoints are m
 
 with DAG(
     dag_id="checkpoint_reset",
+    description="A person's checkpoint action (repartition, reset, full refresh, rollback): planned, approved, "
+                "applied, verified, audited.",
     schedule=None,
     catchup=False,
     max_active_runs=1,
@@ -272,17 +303,22 @@ with DAG(
     tags=["lakehouse", "checkpoint", "operations"],
     doc_md=CHECKPOINT_DOC,
     params={
-        "jobs": Param([], type="array", examples=list(REGISTRY.order), minItems=1,
+        "jobs": Param(None, type=["null", "array"], examples=list(REGISTRY.order), section=CHECKPOINT_FORM,
                       items={"type": "string", "enum": list(REGISTRY.order)},
-                      description="Jobs whose checkpoint to act on (at least one)."),
-        "mode": Param("repartition", type="string", enum=list(APPLIED_MODES),
-                      description="What to do; `lakehouse checkpoint plan` says what a change needs."),
-        "dry_run": Param(True, type="boolean", description="Say what would happen; change nothing."),
-        **{name: Param(False, type="boolean", description=spec["description"]) if spec["type"] == "boolean" else
-           Param(None, type=["null", spec["type"]], description=spec["description"],
+                      description="Jobs whose checkpoint to act on (at least one: left empty, the run refuses)."),
+        "mode": Param(None, type=["null", "string"], enum=[None, *APPLIED_MODES], section=CHECKPOINT_FORM,
+                      values_display={m: f"{m}: {MODES[m].help}" + (" (destroys state)" if MODES[m].destructive
+                                                                     else "") for m in APPLIED_MODES},
+                      description="What to do; `lakehouse checkpoint plan` says what a registry change needs. The "
+                                  "options of the chosen mode are in its own section below; leave the others empty."),
+        "dry_run": Param(True, type="boolean", section=CHECKPOINT_FORM,
+                         description="Say what would happen; change nothing, stop nothing."),
+        **{name: Param(False, type="boolean", description=spec["description"], section=mode_section(spec["mode"]))
+           if spec["type"] == "boolean" else
+           Param(None, type=["null", spec["type"]], description=spec["description"], section=mode_section(spec["mode"]),
                  **({"minimum": spec["minimum"]} if spec["minimum"] is not None else {}))
            for name, spec in param_specs().items()},
-        "verify_run": Param(True, type="boolean",
+        "verify_run": Param(True, type="boolean", section="After the action",
                             description="After the action, run each target once with available-now: it resumes from "
                                         "its checkpoint and commits what is pending (after a rollback, the undone "
                                         "batches again, on the same input). Off: check the plans only."),
@@ -302,9 +338,12 @@ with DAG(
 
     approve = ApprovalOperator(
         task_id="approve",
-        subject="Checkpoint {{ params.mode }} of {{ params.jobs | join(', ') }}",
+        subject="Checkpoint {{ params.mode }} of {{ params.jobs | join(', ') }}: destroys state",
         body="{{ ti.xcom_pull(task_ids='plan')['markdown'] }}",
-        doc_md="Approve to apply; reject to change nothing (the run records the rejection).",
+        defaults="Reject",  # the safe answer is the one the form proposes
+        doc_md="Approve to apply; reject (the default) to change nothing (the run records the rejection). The text "
+               "is the plan: per job what is moved aside, emptied, rebuilt or rewound, its tables' rows and versions "
+               "now, the jobs downstream, the running jobs stopped and restarted, and how to undo it.",
     )
 
     @task(task_id="stop_live_jobs", trigger_rule="none_failed_min_one_success",
@@ -332,7 +371,7 @@ with DAG(
         from include.airflow.tasks import audit_checkpoint_run
 
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
-        return audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"))
+        return audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"), run_id)
 
     planned = plan()
     stopped = stop(planned)

@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
     maintain.add_argument("tables", nargs="*", help="tables such as bronze/clickstream (default: every table)")
 
+    health = sub.add_parser("health", help="each job's batches, status and health problems")
+    health.add_argument("--report", action="store_true",
+                        help="also rebuild the pipeline-health report (as the DAGs' health_report task does)")
+
     stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
     stop.add_argument("job")
     stop.add_argument("--reason", default="requested from the command line")
@@ -198,7 +202,13 @@ def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
     from include.airflow.environment import airflow_command, airflow_environment
 
     command = airflow_command() + list(args.airflow_args)
-    os.execvpe(command[0], command, airflow_environment(settings))
+    env = airflow_environment(settings)
+    if args.airflow_args[:1] == ["standalone"]:  # say where the UI and its login are, whichever route started it
+        home = env.get("AIRFLOW_HOME", "airflow_home")
+        url = env.get("AIRFLOW__API__BASE_URL", "http://localhost:8080")
+        sys.stderr.write(f"Airflow UI: {url}  (user: admin; the password is printed by 'standalone' below and kept "
+                         f"in {home}/simple_auth_manager_passwords.json.generated)\n")
+    os.execvpe(command[0], command, env)
     return 1  # not reached
 
 
@@ -277,16 +287,26 @@ def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if stopped or not args.wait else 1
 
 
+def cmd_health(settings: Settings, args: argparse.Namespace) -> int:
+    from include.ops import health_report
+
+    registry = load_registry(settings.registry_path)
+    sys.stdout.write(health_report.render_table(health_report.health_rows(settings, registry)) + "\n")
+    if args.report:
+        sys.stdout.write(f"pipeline-health report: {health_report.build(settings, registry)}\n")
+    return 0
+
+
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
-    "state": cmd_state,
+    "state": cmd_state, "health": cmd_health,
 }
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state") or (
+    return args.command in ("summary", "quality", "state", "health") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

@@ -37,12 +37,14 @@ class ProgressRecorder(StreamingQueryListener):
     def __init__(self):
         self._settings: dict[str, Settings] = {}
         self._jobs: dict[str, str] = {}  # query id -> job: idle events carry no query name
+        self._triggers: dict[str, str | None] = {}  # job -> its run's trigger, recorded with each batch
         self._terminated: set[str] = set()  # run ids: a query id comes back with every run of its checkpoint
         self._totals: dict[str, list[int]] = {}  # run id -> [batches, input rows]
         self._lock = threading.Condition()
 
-    def track(self, job_id: str, settings: Settings) -> None:
+    def track(self, job_id: str, settings: Settings, trigger: str | None = None) -> None:
         self._settings[job_id] = settings
+        self._triggers[job_id] = trigger
 
     def onQueryStarted(self, event) -> None:
         if event.name not in self._settings:
@@ -59,7 +61,7 @@ class ProgressRecorder(StreamingQueryListener):
         totals[0] += 1
         totals[1] += progress.numInputRows
         try:
-            row = progress_row(progress)
+            row = progress_row(progress, self._triggers.get(progress.name))
             settings = self._settings[progress.name]
             delta_store.append_rows(settings.layout.ops_table(PROGRESS_TABLE), PROGRESS_SCHEMA, [row])
             write_heartbeat(

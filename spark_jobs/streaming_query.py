@@ -186,7 +186,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     ensure_job_tables(spark, settings, registry, job)
     configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)
-    recorder.track(job.id, settings)
+    recorder.track(job.id, settings, str(trigger))
     checkpoint = settings.layout.checkpoint(job.id)
     starting = None if (checkpoint / "offsets").is_dir() else read_start_position(checkpoint)
     written: Counter = Counter()  # rows out per table, over this run's batches

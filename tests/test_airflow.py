@@ -49,15 +49,17 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "
 def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     bag = dagbag()
     backfill = bag.dags["lakehouse_backfill"]
-    assert [t.task_id for t in backfill.topological_sort()] == [*registry.order, "quality_check", "health_report"]
+    assert [t.task_id for t in backfill.topological_sort()] == ["select_jobs", *registry.order, "quality_check",
+                                                                "health_report"]
     assert backfill.get_task("health_report").upstream_task_ids == set(registry.order)
     assert backfill.get_task("health_report").trigger_rule == "all_done"
     suites = quality_tables(registry)  # windows, sessions and joins
     gold_jobs = {j for j in registry.order if registry.job(j).sink.table in suites}
-    assert backfill.get_task("quality_check").upstream_task_ids == gold_jobs
+    assert backfill.get_task("quality_check").upstream_task_ids == set(registry.order)  # a failed job fails it
+    assert gold_jobs and backfill.get_task("quality_check").trigger_rule == "none_failed"
     for job_id in registry.order:
         task = backfill.get_task(job_id)
-        assert task.upstream_task_ids == set(registry.upstream(job_id))
+        assert task.upstream_task_ids == {"select_jobs", *registry.upstream(job_id)}
         assert {a.name for a in task.outlets} == set(registry.job(job_id).tables_written())
         assert all(a.uri.startswith(f"file://{lakehouse_root}") for a in task.outlets)
         assert task.application_args == [job_id, "--trigger", "available-now"]
@@ -78,7 +80,17 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert maintenance.params.get_param("tables").schema["items"]["enum"] == registry.tables_written()
     from include.checkpoints.request import APPLIED_MODES
 
-    assert sorted(bag.dags["checkpoint_reset"].params.get_param("mode").schema["enum"]) == sorted(APPLIED_MODES)
+    reset = bag.dags["checkpoint_reset"]
+    mode = reset.params.get_param("mode")  # nothing chosen when the form opens: no destructive default
+    assert mode.value is None and mode.schema["enum"] == [None, *APPLIED_MODES]
+    assert all(m in mode.schema["values_display"][m] for m in APPLIED_MODES)
+    assert "(destroys state)" in mode.schema["values_display"]["full-refresh"]
+    sections = {name: reset.params.get_param(name).schema["section"] for name in reset.params}
+    assert sections["to_batch"].startswith("Only for rollback: ") and sections["cascade"].startswith(
+        "Only for full-refresh: ") and sections["from_version"] == sections["from_latest"] == sections["from_timestamp"]
+    assert reset.get_task("approve").defaults == ["Reject"]  # the safe answer, drawn apart from Approve
+    for dag in bag.dags.values():  # the DAG list says what each one is for
+        assert dag.description and len(dag.description) < 200, dag.dag_id
     # unpausing a scheduled DAG schedules its next tick, not an immediate run of the past interval
     from airflow.serialization.serialized_objects import DagSerialization
     from airflow.timetables.base import TimeRestriction
@@ -92,7 +104,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
         assert first.run_after > timezone.utcnow(), dag.dag_id
     # list params are multi-selects with their choices visible (examples), optional where empty means "all/none"
     for dag, name, optional in ((backfill, "jobs", True), (live, "stop", True), (live, "start", True),
-                                (maintenance, "tables", True), (bag.dags["checkpoint_reset"], "jobs", False)):
+                                (maintenance, "tables", True), (bag.dags["checkpoint_reset"], "jobs", True)):
         schema = dag.params.get_param(name).schema
         assert schema["examples"] == schema["items"]["enum"] and schema["examples"], (dag.dag_id, name)
         assert ("null" in schema["type"]) == optional and "array" in schema["type"], (dag.dag_id, name)
@@ -138,6 +150,8 @@ def test_a_manual_run_of_a_subset_runs_only_those_jobs(settings, registry, fresh
     states = {ti.task_id: ti.state for ti in subset.get_task_instances()}
     assert states["bronze_clickstream"] == TaskInstanceState.SUCCESS
     assert {states[j] for j in registry.order if j != "bronze_clickstream"} == {TaskInstanceState.SKIPPED}
+    tries = {ti.task_id: ti.try_number for ti in subset.get_task_instances()}  # 0: never started, held no slot
+    assert tries["bronze_clickstream"] == 1 and {tries[j] for j in registry.order if j != "bronze_clickstream"} == {0}
     assert states["quality_check"] == TaskInstanceState.SUCCESS
     assert states["health_report"] == TaskInstanceState.SUCCESS and settings.layout.health_report_index.is_file()
     assert delta_store.count_rows(settings.layout.table("silver/clickstream")) == 0
@@ -202,7 +216,7 @@ class Approver:
     def __init__(self, dag_id: str, option: str):
         import threading
 
-        self.dag_id, self.option, self.answered = dag_id, option, []
+        self.dag_id, self.option, self.answered, self.asked = dag_id, option, [], []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -227,11 +241,14 @@ class Approver:
         while not self._done.wait(0.5):
             with create_session() as session:
                 pending = session.execute(
-                    select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index)
+                    select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, HITLDetail.subject,
+                           HITLDetail.body, HITLDetail.defaults, HITLDetail.options)
                     .join(HITLDetail, HITLDetail.ti_id == TaskInstance.id)
                     .where(TaskInstance.dag_id == self.dag_id, HITLDetail.responded_at.is_(None),
                            TaskInstance.state == TaskInstanceState.AWAITING_INPUT)).first()
                 if pending:
+                    self.asked.append({"subject": pending.subject, "body": pending.body, "defaults": pending.defaults,
+                                       "options": pending.options})
                     update_hitl_detail(
                         dag_id=self.dag_id, dag_run_id=pending.run_id, task_id=pending.task_id,
                         map_index=pending.map_index, session=session,
@@ -243,7 +260,7 @@ class Approver:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, registry, raw, fresh_assets,
-                                                              monkeypatch, tmp_path):
+                                                              monkeypatch, tmp_path, capfd):
     import yaml
     from airflow.utils.state import DagRunState, TaskInstanceState
 
@@ -261,6 +278,8 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     checkpoint = settings.layout.checkpoint("gold_user_activity_5m")
     gold = settings.layout.table("gold/user_activity_5m")
 
+    asked = []  # what each approval showed the person
+
     def run(conf: dict, answer: str | None = None):
         dag = dagbag().dags["checkpoint_reset"]
         if answer is None:
@@ -268,6 +287,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
         with Approver("checkpoint_reset", answer) as approver:
             result = dag.test(run_conf=conf)
         assert approver.answered == [result.run_id]
+        asked.extend(approver.asked)
         return result
 
     def states(result) -> dict:
@@ -294,12 +314,22 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert checkpoints.shuffle_partitions(checkpoint) == 2
     assert checkpoints.latest_committed_batch(checkpoint) > before  # verify's available-now run, on 2 partitions
 
-    versions = delta_store.latest_version(gold)
+    versions, rows = delta_store.latest_version(gold), delta_store.count_rows(gold)
     refresh = {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh", "dry_run": False}
     rejected = run(refresh, "Reject")
     assert rejected.state == DagRunState.SUCCESS and states(rejected)["apply"] == TaskInstanceState.SKIPPED
     assert audit(rejected) == [("gold_user_activity_5m", "full-refresh", "not applied")]
     assert delta_store.latest_version(gold) == versions
+    [approval] = asked  # the plan itself, Reject proposed
+    assert approval["defaults"] == ["Reject"] and approval["options"] == ["Approve", "Reject"], approval
+    body = approval["body"]
+    for text in ("**destroys state**", "plan: `resume`", "not needed for compatibility",
+                 f"**Will**: move {checkpoint} aside, empty gold/user_activity_5m",
+                 f"Table `gold/user_activity_5m`: {rows:,} rows at Delta version {versions}",
+                 "Downstream jobs: none", "Runs now: no",
+                 f"Undo: `` RESTORE TABLE delta.`{gold}` TO VERSION AS OF {versions} ``; replace {checkpoint} with "
+                 f"{settings.layout.archived_checkpoint('gold_user_activity_5m', 2)}"):
+        assert text in body, (text, body)
 
     approved = run({**refresh, "verify_run": False}, "Approve")  # the refresh itself ran available-now
     assert approved.state == DagRunState.SUCCESS and states(approved)["verify"] == TaskInstanceState.SUCCESS
@@ -308,8 +338,26 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert delta_store.latest_version(gold) > versions and settings.layout.archived_checkpoint(
         "gold_user_activity_5m", 2).is_dir()
 
+    # A bad combination: the plan task refuses it (one line, no traceback), audit records why, no alert.
+    capfd.readouterr()
     refused = run({"jobs": ["gold_user_activity_5m"], "mode": "reset-checkpoint", "dry_run": False})
-    assert refused.state == DagRunState.FAILED and states(refused)["plan"] == TaskInstanceState.FAILED
+    output = "".join(capfd.readouterr())
+    assert "refused: reset-checkpoint needs exactly one of --from-version" in output, output[-5000:]
+    assert "Traceback" not in output and "RequestRefused" not in output, output[-5000:]
+    assert states(refused)["plan"] == TaskInstanceState.FAILED and states(refused)["audit"] == TaskInstanceState.SUCCESS
+    assert states(refused)["apply"] == TaskInstanceState.UPSTREAM_FAILED
+    assert refused.state == DagRunState.SUCCESS  # like a rejected run: nothing applied, the plan task says why
+    [row] = [r for r in checkpoint_audit.outcomes(settings) if r["actor"] == f"dag:checkpoint_reset/{refused.run_id}"]
+    assert (row["job"], row["outcome"]) == ("gold_user_activity_5m", "refused") and row["detail"] == (
+        "reset-checkpoint needs exactly one of --from-version, --from-timestamp, --from-latest"), row
+    alerts = settings.layout.ops_table("alerts")
+    assert not delta_store.table_exists(alerts) or not [
+        a for a in delta_store.read_table(alerts).to_pylist() if a.get("run_id") == refused.run_id]
+    unchosen = run({"jobs": None, "mode": None})  # the form as it opens: nothing chosen, nothing done
+    assert states(unchosen)["plan"] == TaskInstanceState.FAILED
+    assert [r["detail"] for r in checkpoint_audit.outcomes(settings)
+            if r["actor"] == f"dag:checkpoint_reset/{unchosen.run_id}"] == [
+        "choose a mode: one of full-refresh, reset-checkpoint, repartition, rollback, resume-action"]
 
 
 def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, lakehouse_root, airflow_db, tmp_path):

@@ -4,7 +4,8 @@ and the Data Docs index. The browser resolves no host but the server's, so the r
 
 Screenshots go to LAKEHOUSE_SCREENSHOTS (default `.cache/screenshots/` in the repo), one PNG per step:
 01_login, 02_dag_list, 04_trigger_form (the jobs multi-select opened), 05_task (its extra link),
-06_report (the validation result it opens), 07_index (every gold table's runs with their status).
+06_report (the validation result it opens), 07_index (every gold table's runs with their status), 08_approval
+(a checkpoint full refresh waiting for a person: the plan, Reject proposed).
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
         assert dag_id in visible_text(driver)
     shot(driver, "02_dag_list")
 
+    driver.get(f"{base}/dags/lakehouse_backfill/details")
+    wait_text(driver, "Catch every streaming job up", name="03_details")  # the DAG's one-line description
+    shot(driver, "03_details")
     driver.get(f"{base}/dags/lakehouse_backfill")
     wait_text(driver, "Trigger", name="03_dag")
     click(driver, "//button[normalize-space()='Trigger']")
@@ -222,6 +226,8 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     wait_text(driver, "Succeeded", name="06_report")  # the table's validation result, filled
     page = visible_text(driver)
     assert "gold__user_activity_5m__rows" in page and "no_future_windows" in page, page[:2000]
+    assert "Data asset: gold/user_activity_5m" in page and "window_start after now (s)" in page, page[:2000]
+    assert "_seconds_in_future" not in page and "Data asset: None" not in page
     shot(driver, "06_report")
 
     driver.get(f"{base}/lakehouse-data-docs/index.html")
@@ -238,4 +244,68 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
         assert sum(f"{suite}__rows" in r for r, _ in runs) == 1, runs
         assert sum(f"{suite}__table" in r for r, _ in runs) == 1, runs
     assert len(runs) == 2 * len(gold) and all(status for _, status in runs), runs  # each run's outcome, drawn
+
+    approval_of_a_full_refresh(driver, base, settings)
     sys.stdout.write(f"screenshots: {SCREENSHOTS}\n")
+
+
+def pending_approval(dag_id: str) -> str | None:
+    """The run whose approval waits for a person (Browse -> Required Actions), if any."""
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(select(TaskInstance.run_id).join(HITLDetail, HITLDetail.ti_id == TaskInstance.id).where(
+            TaskInstance.dag_id == dag_id, HITLDetail.responded_at.is_(None),
+            TaskInstance.state == TaskInstanceState.AWAITING_INPUT))
+
+
+def approval_of_a_full_refresh(driver, base: str, settings) -> None:
+    """A real full refresh of gold_user_activity_5m asks a person: the approval page shows the plan (what is
+    emptied, the rows and version now, how to undo it) with Reject proposed and drawn apart from Approve; the
+    person rejects it and nothing changes. dag.test() runs the DAG here; the person acts from a thread."""
+    import threading
+
+    from airflow.utils.state import DagRunState
+
+    from include.ops import checkpoint_audit
+    from include.storage import delta as delta_store
+
+    gold = settings.layout.table("gold/user_activity_5m")
+    rows, version = delta_store.count_rows(gold), delta_store.latest_version(gold)
+    seen: dict = {}
+
+    def person() -> None:
+        try:
+            run_id = wait_for(lambda: pending_approval("checkpoint_reset"), timeout=180, what="the approval")
+            driver.get(f"{base}/dags/checkpoint_reset/runs/{run_id}/tasks/approve/required_actions")
+            wait_text(driver, "rows at Delta version", name="08_approval")
+            seen["page"] = visible_text(driver)
+            seen["buttons"] = driver.execute_script(
+                "return Object.fromEntries([...document.querySelectorAll('button')]"
+                ".filter(b => ['Approve', 'Reject'].includes(b.innerText.trim()))"
+                ".map(b => [b.innerText.trim(), [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]]))")
+            shot(driver, "08_approval")
+            click(driver, "//button[normalize-space()='Reject']")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread below
+            seen["error"] = exc
+
+    thread = threading.Thread(target=person, daemon=True)
+    thread.start()
+    run = dagbag().dags["checkpoint_reset"].test(
+        run_conf={"jobs": ["gold_user_activity_5m"], "mode": "full-refresh", "dry_run": False})
+    thread.join(timeout=60)
+    if "error" in seen:
+        raise seen["error"]
+    page = seen["page"]
+    for text in ("destroys state", "Will: move", f"Table gold/user_activity_5m: {rows:,} rows at Delta version "
+                 f"{version}", "Downstream jobs: none", "Undo: RESTORE TABLE"):
+        assert text in page, (text, page[:3000])
+    assert seen["buttons"]["Approve"] != seen["buttons"]["Reject"], seen["buttons"]  # Reject drawn apart
+    assert run.state == DagRunState.SUCCESS
+    assert [(r["outcome"], r["detail"]) for r in checkpoint_audit.outcomes(settings)
+            if r["actor"] == f"dag:checkpoint_reset/{run.run_id}"] == [("not applied", "rejected by a person")]
+    assert (delta_store.count_rows(gold), delta_store.latest_version(gold)) == (rows, version)

@@ -68,6 +68,8 @@ def test_the_form_gives_the_same_request_as_the_command_line():
     (lambda: from_params({"jobs": ["a"], "mode": "reset-checkpoint", "from_timestamp": "2026-01-01T00:00:00"}),
      "needs a UTC offset"),
     (lambda: from_params({"jobs": ["a"], "mode": "verify"}), "mode must be one of"),
+    (lambda: from_params({"jobs": ["a"], "mode": None}), "choose a mode: one of full-refresh"),
+    (lambda: from_params({"jobs": None, "mode": "full-refresh"}), "full-refresh needs at least one job"),
 ])
 def test_malformed_requests_are_one_line(make, message):
     with pytest.raises(RequestInvalid, match=message) as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -98,3 +99,19 @@ def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))
     assert total == landed.lines
+
+
+def test_airflow_standalone_says_where_the_ui_and_its_login_are(lakehouse_env, tmp_path):
+    """`lakehouse airflow standalone` (the README's route as well as `make airflow`) names the UI and the password
+    file before Airflow's own output; stopped as soon as it has."""
+    home = tmp_path / "airflow_home"
+    process = subprocess.Popen(LAKEHOUSE + ["airflow", "standalone"], cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**lakehouse_env, "AIRFLOW_HOME": str(home)})
+    try:
+        first = process.stderr.readline()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert first.startswith("Airflow UI: http://localhost:8080  (user: admin;"), first
+    assert f"{home}/simple_auth_manager_passwords.json.generated" in first

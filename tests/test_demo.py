@@ -125,3 +125,27 @@ def test_data_quality_on_demand_links_each_tables_result(demo, airflow_db, monke
     single = report_link("data_quality", quality.run_id, "validate_gold__user_activity_5m")
     assert single.startswith("/lakehouse-data-docs/validations/gold__user_activity_5m"), single
     assert (data_docs / single.removeprefix("/lakehouse-data-docs/")).is_file()
+
+
+def test_the_health_report_draws_only_what_each_job_measured(demo, registry):
+    """The backfill's report: no state or watermark charts for a stateless job, no rates for available-now runs,
+    watermark delays from the first real watermark (never the epoch); `lakehouse health` prints the same status."""
+    succeeded(demo)
+    settings = demo.settings
+    data = json.loads((settings.layout.health_report / "health.json").read_text())
+    assert set(data) == set(registry.order)
+    for job_id, job in registry.jobs.items():
+        charts = data[job_id]["charts"]
+        assert data[job_id]["batches"] > 0 and data[job_id]["status"] != "not run yet", job_id
+        assert ("state rows" in charts) == job.stateful, (job_id, list(charts))
+        assert "rows / s" not in charts, job_id  # available-now runs measure no rates
+        assert "batch duration (s)" in charts
+        for delay in charts.get("watermark delay (s)", {}).get("watermark delay", []):
+            assert delay is None or 0 <= delay < 10 * 365 * 86400, (job_id, delay)  # not "now - 1970"
+    assert "watermark delay (s)" not in data["bronze_clickstream"]["charts"]
+    assert "watermark delay (s)" in data["gold_user_activity_5m"]["charts"]
+    printed = run_cli(["health"], demo.env, timeout=120)
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    lines = {line.split()[0]: line for line in printed.stdout.splitlines()[1:]}
+    for job_id in registry.order:
+        assert f" {data[job_id]['batches']} " in lines[job_id] and data[job_id]["status"] in lines[job_id]

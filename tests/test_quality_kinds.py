@@ -98,7 +98,7 @@ def test_session_spec_follows_the_registry(registry):
     assert {c.name for c in spec.checks} == SESSION_CHECKS
     bounds = next(c for c in spec.checks if c.name == "session_bounds")
     assert (bounds.severity, bounds.scope, bounds.kwargs) == ("blocking", "rows",
-                                                              {"column": "_session_seconds", "min_value": 300})
+                                                              {"column": "session length (s)", "min_value": 300})
 
 
 def test_good_sessions_pass(settings, registry):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from include.quality.results import CheckResult
 from include.quality.runner import QualityReport
 from include.summary import LakehouseSummary, TableSummary
@@ -74,3 +76,35 @@ def test_demo_names_the_run_in_the_ui_only_when_airflow_answers(monkeypatch):
     finally:
         server.shutdown()
     assert ui_run_url("lakehouse_backfill", "manual__1") is None  # nothing answers there any more
+
+
+def test_health_of_a_lakehouse_where_nothing_ran_says_not_run_yet(settings, lakehouse_env, registry):
+    from tests.support.helpers import run_cli
+
+    result = run_cli(["health", "--report"], lakehouse_env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["job", "batches", "status", "problems"]
+    for job_id, line in zip(registry.order, lines[1:], strict=False):
+        assert line.split()[:4] == [job_id, "0", "not", "run"], line
+    assert lines[-1] == f"pipeline-health report: {settings.layout.health_report_index}"
+    page = settings.layout.health_report_index.read_text()
+    assert "problems: none" not in page and page.count("not run yet") >= len(registry.order)
+    assert json.loads((settings.layout.health_report / "health.json").read_text())["bronze_clickstream"] == {
+        "batches": 0, "status": "not run yet", "problems": [], "charts": {}}
+
+
+def test_an_operational_table_gains_the_columns_the_project_added(tmp_path):
+    """`_ops` tables made by an older version (no `trigger` in query_progress) take the new rows; old rows read
+    null there. Any other difference is still refused."""
+    from include.ops.query_progress import PROGRESS_SCHEMA
+    from include.storage import delta as delta_store
+
+    path = tmp_path / "query_progress"
+    older = {k: v for k, v in PROGRESS_SCHEMA.items() if k != "trigger"}
+    delta_store.append_rows(path, older, [{"job": "a", "batch_id": 0}])
+    delta_store.append_rows(path, PROGRESS_SCHEMA, [{"job": "a", "batch_id": 1, "trigger": "available-now"}])
+    rows = sorted(delta_store.read_table(path).to_pylist(), key=lambda r: r["batch_id"])
+    assert [(r["batch_id"], r["trigger"]) for r in rows] == [(0, None), (1, "available-now")]
+    with pytest.raises(ValueError, match="has columns"):
+        delta_store.append_rows(path, {"job": "string", "other": "long"}, [{"job": "b", "other": 1}])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -117,6 +118,11 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     wait_for(lambda: batch_after(settings, registry, health.last_batch_id), 30, "a recorded batch after the restart")
     assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
     assert bookkeeping.read_state(settings, JOB)["restarts"] == 0  # a batch after the restart resets the backoff
+    from include.ops.health_report import build
+
+    build(settings, registry)  # a live run's batches: the report draws their rates, and knows the trigger
+    charts = json.loads((settings.layout.health_report / "health.json").read_text())[JOB]["charts"]
+    assert "rows / s" in charts and any(charts["rows / s"]["processing"]), charts
 
     # Stall: the process hangs (SIGSTOP: lease held, no heartbeat, SIGTERM ignored) and is replaced.
     assert "stalled" not in job_health.check_job(settings, registry, JOB).problems

@@ -12,10 +12,21 @@ log = logging.getLogger(__name__)
 OWNER = "data-platform"
 
 
+class RequestRefused(SystemExit):
+    """A task refuses what a person asked in a run's form: the task fails with this one line (Airflow logs a
+    SystemExit without a traceback), and it is not an operational alert."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"refused: {reason}")
+
+
 def record_failure(context) -> None:
-    """on_failure_callback: one row in `_ops/alerts` naming the job, the run and the reason."""
+    """on_failure_callback: one row in `_ops/alerts` naming the job, the run and the reason (not for a refused
+    request: nothing broke)."""
     from include.ops.alerts import record_alert
 
+    if isinstance(context.get("exception"), RequestRefused):
+        return
     ti = context.get("ti") or context.get("task_instance")
     task_id = getattr(ti, "task_id", "")
     dag_id = getattr(ti, "dag_id", "")

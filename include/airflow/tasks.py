@@ -67,33 +67,41 @@ def health_report() -> str:
 
 
 def checkpoint_plan(params: dict, run_id: str) -> dict:
-    """`checkpoint_reset`'s first task: validate the form, plan each job; what the other tasks need."""
-    from include.checkpoints.plan import downstream_jobs, plan_job
+    """`checkpoint_reset`'s first task: validate the form and the action against the registry, the checkpoints and
+    the tables, and show what it would do (the approval's text). A request that may not run fails this task with
+    one line (RequestRefused: no traceback, no alert) and is recorded in `_ops/checkpoint_audit` as refused."""
+    from include.airflow.callbacks import RequestRefused
     from include.checkpoints.request import from_params, verify_request
+    from spark_jobs.checkpoint_actions.preview import preview, render_markdown
 
     settings, registry = load()
-    request = from_params(params)
-    unknown = [j for j in request.jobs if j not in registry.jobs]
-    if unknown:
-        raise ValueError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
-    targets = list(request.jobs)
-    if request.mode == "resume-action":  # the jobs of the unfinished action
-        from include.checkpoints.journal import pending_for
-
-        journal = pending_for(settings, request.jobs[0])
-        targets = list(journal.targets) if journal else targets
-    if request.get("cascade"):
-        targets += [d for j in request.jobs for d in downstream_jobs(registry, j) if d not in targets]
-    plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in targets]
-    markdown = "\n\n".join(f"```\n{p.render()}\n```" for p in plans)
-    summary = (f"**{request.mode}** of {', '.join(targets)}" + (" (dry run: nothing changes)" if request.dry_run
-                                                                 else "") + f"\n\nCurrent plans:\n\n{markdown}")
-    log.info("%s", summary)
+    actor = f"dag:checkpoint_reset/{run_id}"
+    try:
+        request = from_params(params)
+        unknown = [j for j in request.jobs if j not in registry.jobs]
+        if unknown:
+            raise ValueError(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(registry.order)}")
+        previews = preview(settings, registry, request)
+    except (ValueError, KeyError) as exc:  # RequestInvalid, ActionRefused, ActionPending: what the person asked
+        reason = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        _record_refusal(settings, actor, params, reason)
+        log.error("refused: %s", reason)
+        raise RequestRefused(reason) from None
+    targets = [p.job for p in previews]
+    markdown = render_markdown(request, previews)
+    log.info("%s", markdown)
     verify_args = None if request.dry_run else verify_request(targets, params.get("verify_run", True)).to_argv()
     return {"mode": request.mode, "targets": targets, "args": request.to_argv(), "dry_run": request.dry_run,
-            "markdown": summary, "needs_approval": request.destructive and not request.dry_run,
-            "actor": f"dag:checkpoint_reset/{run_id}", "verify_args": verify_args,
-            "skip_reason": "a dry run changed nothing to verify"}
+            "markdown": markdown, "needs_approval": request.destructive and not request.dry_run,
+            "actor": actor, "verify_args": verify_args, "skip_reason": "a dry run changed nothing to verify"}
+
+
+def _record_refusal(settings, actor: str, params: dict, reason: str) -> None:
+    from include.ops import checkpoint_audit
+
+    rows = [checkpoint_audit.unapplied_row(actor, job, str(params.get("mode") or ""), bool(params.get("dry_run")),
+                                           "refused", reason) for job in (params.get("jobs") or ["-"])]
+    checkpoint_audit.record(settings, rows)
 
 
 def stop_live_jobs(planned: dict) -> list[str]:
@@ -123,26 +131,39 @@ def restart_live_jobs(stopped: list[str] | None) -> list[str]:
     return list(stopped or [])
 
 
-def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str]) -> str:
+def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str], run_id: str) -> str:
     """The run's `_ops/checkpoint_audit` rows; a run that applied nothing (rejected, or a task failed before
-    the action) gets one row per job saying so. Fails when a task of the run failed."""
-    from datetime import UTC, datetime
-
+    the action) gets one row per job saying so. Fails when a task of the run failed, except the plan task's
+    refusal of the request (its one line and its audit row say why)."""
     from include.ops import checkpoint_audit
 
     settings, _ = load()
-    if planned is None:
-        raise RuntimeError(f"the run's inputs were refused: see the plan task's log ({', '.join(failed_tasks)})")
-    rows = [r for r in checkpoint_audit.outcomes(settings, include_progress=True) if r["actor"] == planned["actor"]]
+    actor = f"dag:checkpoint_reset/{run_id}"
+    rows = [r for r in checkpoint_audit.outcomes(settings, include_progress=True) if r["actor"] == actor]
+    if planned is None:  # the plan task refused the request (and recorded why) or could not run
+        refused = [r for r in rows if r["outcome"] == "refused"]
+        if refused:
+            summary = "\n".join(f"{r['job']}: {r['mode']} refused: {r['detail']}" for r in refused)
+            log.info("%s", summary)
+            return summary
+        raise RuntimeError(f"the plan task failed before it could say why: see its log ({', '.join(failed_tasks)})")
     if not rows:
         reason = f"failed before the action: {', '.join(failed_tasks)}" if failed_tasks else "rejected by a person"
-        rows = [{"at": datetime.now(UTC), "actor": planned["actor"], "job": job, "mode": planned["mode"],
-                 "dry_run": planned["dry_run"], "outcome": "not applied", "detail": reason, "plan": "",
-                 "batch_before": None, "batch_after": None, "versions_before": None, "versions_after": None,
-                 "archived_to": None} for job in planned["targets"]]
+        rows = [checkpoint_audit.unapplied_row(actor, job, planned["mode"], planned["dry_run"], "not applied", reason)
+                for job in planned["targets"]]
         checkpoint_audit.record(settings, rows)
-    summary = "\n".join(f"{r['job']}: {r['mode']} {r['outcome']}: {r['detail']}" for r in rows)
+    summary = "\n".join(_audit_line(r) for r in rows)
     log.info("%s", summary)
     if failed_tasks:
         raise RuntimeError(f"tasks failed: {', '.join(failed_tasks)}\n{summary}")
     return summary
+
+
+def _audit_line(row: dict) -> str:
+    """An audit row as the task log shows it: what happened on one line, the detail wrapped below (the log viewer
+    does not wrap)."""
+    import textwrap
+
+    detail = textwrap.fill(row["detail"] or "", width=110, initial_indent="    ", subsequent_indent="    ",
+                           break_long_words=False, break_on_hyphens=False)
+    return f"{row['job']}: {row['mode']} {row['outcome']}" + (f"\n{detail}" if detail.strip() else "")

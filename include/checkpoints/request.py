@@ -217,7 +217,8 @@ def from_params(params: Mapping[str, Any]) -> CheckpointRequest:
     an option of another mode that is set is refused, not ignored."""
     mode_name = params.get("mode")
     if mode_name not in APPLIED_MODES:
-        raise RequestInvalid(f"mode must be one of {', '.join(APPLIED_MODES)}, got {mode_name!r}")
+        raise RequestInvalid(f"choose a mode: one of {', '.join(APPLIED_MODES)}" if mode_name in (None, "") else
+                             f"mode must be one of {', '.join(APPLIED_MODES)}, got {mode_name!r}")
     mode = MODES[mode_name]
     given: dict[str, Any] = {}
     for name, option in _all_options().items():

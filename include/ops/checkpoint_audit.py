@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from datetime import UTC, datetime
 
 from include.settings import Settings
 from include.storage import delta as delta_store
@@ -17,7 +18,7 @@ AUDIT_SCHEMA: dict[str, str] = {
     "job": "string",
     "mode": "string",
     "dry_run": "boolean",
-    "outcome": "string",  # started | resumed | step done (progress) | done | dry-run | not applied | failed
+    "outcome": "string",  # started | resumed | step done (progress) | done | dry-run | not applied | refused | failed
     "detail": "string",
     "plan": "string",  # JSON: the plan the action applied
     "batch_before": "long",
@@ -34,6 +35,14 @@ def default_actor() -> str:
     except (KeyError, OSError):
         user = str(os.getuid())
     return f"cli:{user}"
+
+
+def unapplied_row(actor: str, job: str, mode: str, dry_run: bool, outcome: str, detail: str) -> dict:
+    """The row of a job an action never touched: `not applied` (rejected, or a task failed before it), `refused`
+    (the request was invalid or may not run: `detail` says why)."""
+    return {"at": datetime.now(UTC), "actor": actor, "job": job, "mode": mode, "dry_run": dry_run, "outcome": outcome,
+            "detail": detail, "plan": "", "batch_before": None, "batch_after": None, "versions_before": None,
+            "versions_after": None, "archived_to": None}
 
 
 def record(settings: Settings, rows: list[dict]) -> None:

@@ -1,27 +1,31 @@
 """The pipeline-health report: a static HTML page under `LAKEHOUSE_ROOT/_reports/health/`, with SVG charts per job
 drawn with matplotlib from `_ops/query_progress`, and the job's health problems (include/ops/health.py) flagged.
 
-Per job, over its micro-batches (by progress time): state rows total / updated / removed; batch duration against
-the live trigger interval; input against processing rate; watermark delay (batch time - watermark: how far
-event time trails the clock; large for backfills of old data); rows dropped by the watermark.
+Per job, over its micro-batches (by progress time), only what means something for it: state rows total / updated /
+removed (jobs that keep state); batch duration against the live trigger interval; input against processing rate
+(live runs: available-now runs measure none); watermark delay (batch time - watermark: how far event time trails
+the clock; large for backfills of old data) and rows dropped by the watermark (jobs with a watermark, from the first
+batch that has one). `health.json` beside the page holds the series drawn.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import logging
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from include.ops.health import STATE_HEALTH, check_job
 from include.ops.query_progress import PROGRESS_TABLE
-from include.registry import Registry
+from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
-PANELS = ("state rows", "batch duration (s)", "rows / s", "watermark delay (s)", "rows dropped by watermark")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # Spark's watermark before the first batch sets one: no watermark yet
 
 
 def progress_by_job(settings: Settings) -> dict[str, list[dict]]:
@@ -41,83 +45,146 @@ def progress_by_job(settings: Settings) -> dict[str, list[dict]]:
     return jobs
 
 
-def draw(rows: list[dict], interval_seconds: int | None, path: Path) -> None:
-    """The job's five panels, one above the other, as one SVG."""
+def panels(job: JobSpec, rows: list[dict]) -> dict[str, dict[str, list[float | None]]]:
+    """The charts that mean something for `job` and its batches: {panel title: {series label: values}}.
+    State rows only for a job that keeps state; watermark delay and rows dropped only for one with a watermark,
+    from the first batch that has one; rates only for the batches of live (processing-time) runs: an
+    available-now run has no arrival rate."""
+    charts: dict[str, dict[str, list[float | None]]] = {}
+    if job.stateful:
+        charts["state rows"] = {"total": [r["state_rows_total"] or 0 for r in rows],
+                                "updated": [r["state_rows_updated"] or 0 for r in rows],
+                                "removed": [r["state_rows_removed"] or 0 for r in rows]}
+    charts["batch duration (s)"] = {"batch duration": [(r["batch_duration_ms"] or 0) / 1000 for r in rows]}
+    live = [(r.get("trigger") or "").startswith("processing-time") for r in rows]
+    if any(live):
+        charts["rows / s"] = {"input": [r["input_rows_per_second"] or 0 if on else None for r, on in zip(rows, live, strict=True)],
+                              "processing": [r["processed_rows_per_second"] or 0 if on else None
+                                             for r, on in zip(rows, live, strict=True)]}
+    delays = [(r["progress_time"] - r["watermark"]).total_seconds() if r["watermark"] and r["watermark"] > EPOCH
+              else None for r in rows]
+    if any(d is not None for d in delays):
+        charts["watermark delay (s)"] = {"watermark delay": delays}
+        charts["rows dropped by watermark"] = {"dropped": [r["state_rows_dropped_by_watermark"] or 0 for r in rows]}
+    return charts
+
+
+def draw(rows: list[dict], charts: dict[str, dict[str, list]], interval_seconds: int | None, path: Path) -> None:
+    """The job's panels, one above the other, as one SVG; legends beside the plots, never over a point."""
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib import dates as mdates
     from matplotlib import pyplot as plt
 
     times = [r["progress_time"] for r in rows]
-    figure, axes = plt.subplots(len(PANELS), 1, figsize=(9, 11), sharex=True)
-    series = {
-        0: [("total", [r["state_rows_total"] or 0 for r in rows]), ("updated", [r["state_rows_updated"] or 0 for r in rows]),
-            ("removed", [r["state_rows_removed"] or 0 for r in rows])],
-        1: [("batch duration", [(r["batch_duration_ms"] or 0) / 1000 for r in rows])],
-        2: [("input", [r["input_rows_per_second"] or 0 for r in rows]),
-            ("processing", [r["processed_rows_per_second"] or 0 for r in rows])],
-        3: [("watermark delay", [(r["progress_time"] - r["watermark"]).total_seconds() if r["watermark"] else None
-                                 for r in rows])],
-        4: [("dropped", [r["state_rows_dropped_by_watermark"] or 0 for r in rows])],
-    }
-    for index, (axis, title) in enumerate(zip(axes, PANELS, strict=True)):
-        for label, values in series[index]:
-            axis.plot(times, values, marker=".", label=label)
-        if index == 1 and interval_seconds:
+    figure, axes = plt.subplots(len(charts), 1, figsize=(10, 2.3 * len(charts) + 0.8), sharex=True, squeeze=False)
+    for axis, (title, series) in zip(axes[:, 0], charts.items(), strict=True):
+        for label, values in series.items():
+            axis.plot(times, values, marker="o", markersize=4, label=label)
+        if title == "batch duration (s)" and interval_seconds:
             axis.axhline(interval_seconds, color="red", linestyle="--", label=f"live trigger interval ({interval_seconds} s)")
         axis.set_ylabel(title)
+        axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
-        axis.legend(loc="upper left", fontsize="small")
-    axes[-1].set_xlabel("batch progress time (UTC)")
-    figure.autofmt_xdate()
-    figure.tight_layout()
+        axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
+    first, last = min(times), max(times)
+    pad = max((last - first) * 0.05, timedelta(minutes=1))  # one batch, or a few close ones: minutes, not years
+    bottom = axes[-1, 0]
+    bottom.set_xlim(first - pad, last + pad)
+    locator = mdates.AutoDateLocator(maxticks=8)
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    bottom.set_xlabel("batch progress time (UTC)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="svg")
+    figure.savefig(path, format="svg", bbox_inches="tight")
     plt.close(figure)
 
 
+@dataclass(frozen=True)
+class JobHealthRow:
+    """One job's line of the report (and of `lakehouse health`)."""
+
+    job: str
+    batches: int
+    status: str  # "not run yet" | "ok" | "warning" | "breached"
+    problems: tuple[str, ...]
+
+    def render(self) -> str:
+        return f"{self.job:<34} {self.batches:>7}  {self.status:<11} {', '.join(self.problems) or '-'}"
+
+
+def health_rows(settings: Settings, registry: Registry, progress: dict[str, list[dict]] | None = None
+                ) -> list[JobHealthRow]:
+    """Each job's batches recorded, status and problems; a job with no batch is "not run yet"."""
+    progress = progress_by_job(settings) if progress is None else progress
+    rows = []
+    for job_id in registry.order:
+        batches = len(progress.get(job_id, []))
+        problems = tuple(check_job(settings, registry, job_id).problems)
+        status = ("breached" if any(p in STATE_HEALTH for p in problems) else "warning" if problems else
+                  "ok" if batches else "not run yet")
+        rows.append(JobHealthRow(job_id, batches, status, problems))
+    return rows
+
+
+def render_table(rows: list[JobHealthRow]) -> str:
+    """`lakehouse health`: a line per job."""
+    return "\n".join([f"{'job':<34} {'batches':>7}  {'status':<11} problems", *(r.render() for r in rows)])
+
+
 def build(settings: Settings, registry: Registry) -> Path:
-    """(Re)write the report; returns its index.html."""
+    """(Re)write the report: index.html, an SVG per job that ran, and `health.json` (per job: batches, status,
+    problems and the series of each chart drawn); returns index.html."""
     directory = settings.layout.health_report
     directory.mkdir(parents=True, exist_ok=True)
     progress = progress_by_job(settings)
-    sections, summary = [], []
-    for job_id in registry.order:
-        job = registry.job(job_id)
+    sections, summary, data = [], [], {}
+    for health in health_rows(settings, registry, progress):
+        job_id, job = health.job, registry.job(health.job)
         rows = progress.get(job_id, [])
-        problems = check_job(settings, registry, job_id).problems
-        breaches = [p for p in problems if p in STATE_HEALTH]
+        breaches = [p for p in health.problems if p in STATE_HEALTH]
         flag = (f'<p class="breach">state health breached: {html.escape(", ".join(breaches))}</p>' if breaches else "")
-        other = [p for p in problems if p not in STATE_HEALTH]
+        other = [p for p in health.problems if p not in STATE_HEALTH]
         if other:
             flag += f'<p class="warn">also: {html.escape(", ".join(other))}</p>'
-        status = "breached" if breaches else ("warning" if other else "ok")
-        summary.append(f'<tr class="{status}"><td><a href="#{job_id}">{job_id}</a></td><td>{len(rows)}</td>'
-                       f'<td>{html.escape(", ".join(problems) or "none")}</td></tr>')
+        shown = ", ".join(health.problems) or ("none" if rows else "not run yet")
+        summary.append(f'<tr class="{health.status.replace(" ", "-")}"><td><a href="#{job_id}">{job_id}</a></td>'
+                       f"<td>{len(rows)}</td><td>{html.escape(shown)}</td></tr>")
+        charts = panels(job, rows) if rows else {}
         if rows:
             chart = f"{job_id}.svg"
-            draw(rows, job.triggers["live"].interval_seconds, directory / chart)
+            draw(rows, charts, job.triggers["live"].interval_seconds, directory / chart)
             body = f'<img src="{chart}" alt="health charts of {job_id}">'
         else:
-            body = "<p>no micro-batches recorded yet</p>"
+            body = "<p>not run yet: no micro-batch recorded</p>"
         sections.append(f'<section id="{job_id}"><h2>{job_id}</h2><p>{html.escape(job.description)}</p>'
                         f"{flag}{body}</section>")
+        data[job_id] = {"batches": len(rows), "status": health.status, "problems": list(health.problems),
+                        "charts": charts}
     built = datetime.now(UTC).isoformat(timespec="seconds")
     index = directory / "index.html"
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Lakehouse pipeline health</title>
 <style>body{{font-family:sans-serif;margin:2em}} .breach{{color:#b00;font-weight:bold}} .warn{{color:#a60}}
-tr.breached td{{background:#fdd}} tr.warning td{{background:#ffd}} td,th{{padding:2px 8px;text-align:left}}
-img{{max-width:100%}}</style></head>
+tr.breached td{{background:#fdd}} tr.warning td{{background:#ffd}} tr.not-run-yet td{{color:#777}}
+td,th{{padding:2px 8px;text-align:left}} img{{max-width:100%}}</style></head>
 <body><h1>Lakehouse pipeline health</h1>
 <p>Built {built} from <code>_ops/query_progress</code> under <code>{html.escape(str(settings.root))}</code>.
-State-health problems ({", ".join(STATE_HEALTH)}) use each job's <code>supervision.health</code> thresholds.</p>
+State-health problems ({", ".join(STATE_HEALTH)}) use each job's <code>supervision.health</code> thresholds.
+Charts per job: state rows (jobs that keep state), batch duration, rates (live runs measure them), watermark delay
+and rows dropped (jobs with a watermark, once they have one). The data drawn: <a href="health.json">health.json</a>.</p>
 <table><tr><th>job</th><th>batches</th><th>problems</th></tr>{"".join(summary)}</table>
 {"".join(sections)}
 </body></html>
 """
-    tmp = index.with_name(".index.html.tmp")
-    tmp.write_text(page)
-    tmp.replace(index)
+    _write(directory / "health.json", json.dumps(data, indent=1, default=str))
+    _write(index, page)
     log.info("pipeline-health report: %s", index)
     return index
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

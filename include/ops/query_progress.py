@@ -29,6 +29,7 @@ PROGRESS_SCHEMA: dict[str, str] = {
     "state_rows_dropped_by_watermark": "long",
     "state_memory_used_bytes": "long",
     "state_operators": "string",
+    "trigger": "string",  # the run's trigger: "available-now" or "processing-time=<interval>" (added later: may be null)
 }
 STATE_METRICS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDroppedByWatermark", "memoryUsedBytes")
 
@@ -39,8 +40,8 @@ def _timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def progress_row(progress) -> dict:
-    """One `_ops/query_progress` row from a StreamingQueryProgress."""
+def progress_row(progress, trigger: str | None = None) -> dict:
+    """One `_ops/query_progress` row from a StreamingQueryProgress of a run with `trigger`."""
     operators = [{m: getattr(op, m) for m in STATE_METRICS} | {"operator": op.operatorName} for op in progress.stateOperators]
     durations = progress.durationMs or {}
     total = {m: sum(op[m] for op in operators) for m in STATE_METRICS}
@@ -63,4 +64,5 @@ def progress_row(progress) -> dict:
         "state_rows_dropped_by_watermark": total["numRowsDroppedByWatermark"],
         "state_memory_used_bytes": total["memoryUsedBytes"],
         "state_operators": json.dumps(operators),
+        "trigger": trigger,
     }

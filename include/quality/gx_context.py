@@ -77,7 +77,7 @@ def _expectation(check: Check, observed: dict[str, Any] | None):
 def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], observed: dict[str, dict[str, Any]],
               batch_metadata: dict[str, Any], run_name: str, docs: Path,
               run_time: datetime) -> tuple[list[tuple[Check, bool, Any]], str | None]:
-    """Validate `frame` against `checks` through a GE checkpoint that also updates the Data Docs.
+    """Validate `frame` against `checks` through a GE checkpoint, then update the Data Docs.
 
     `observed` holds, per check name, details computed before validation (table checks) to show in
     the report.
@@ -86,6 +86,7 @@ def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], ob
     """
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
     datasource = (context.data_sources.add_or_update_spark("lakehouse_spark") if spark
                   else context.data_sources.add_or_update_pandas("lakehouse_pandas"))
@@ -96,10 +97,15 @@ def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], ob
     definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
                                                                                        suite=suite))
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
-        name=name, validation_definitions=[definition], result_format="SUMMARY",
-        actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")]))
+        name=name, validation_definitions=[definition], result_format="SUMMARY", actions=[]))
     outcome = checkpoint.run(batch_parameters={"dataframe": frame},
                              run_id=RunIdentifier(run_name=run_name, run_time=run_time))
+    # A dataframe batch has no asset name for the report's "Data asset:": the table's, before the page is built.
+    for identifier, validation in outcome.run_results.items():
+        validation.meta["batch_spec"] = {**(validation.meta.get("batch_spec") or {}),
+                                         "data_asset_name": batch_metadata.get("table", name)}
+        context.validation_results_store.set(identifier, validation)
+    context.build_data_docs(resource_identifiers=[*outcome.run_results, ExpectationSuiteIdentifier(name=name)])
     by_check = {(r.expectation_config.meta["check"], r.expectation_config.kwargs["column"]): r
                 for validation in outcome.run_results.values() for r in validation.results}
     missing = [c.name for c in checks if (c.name, c.column) not in by_check]

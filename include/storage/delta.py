@@ -36,20 +36,25 @@ def table_exists(path: Path | str) -> bool:
     return DeltaTable.is_deltatable(str(path))
 
 
-def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Sequence[str] = ()) -> None:
-    """Create an empty (operational) Delta table with this schema unless one exists; an existing one must match."""
+def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Sequence[str] = (),
+                 new_columns_at_end: bool = False) -> bool:
+    """Create an empty (operational) Delta table with this schema unless one exists; an existing one must match
+    (or, with `new_columns_at_end`, be its first columns: a later version of the project added the others; then
+    True: a write must add them)."""
     schema = arrow_schema(columns)
     if table_exists(path):
         existing = pa.schema(DeltaTable(str(path)).schema().to_arrow())
-        if existing.names != schema.names:
+        added_at_end = new_columns_at_end and existing.names == schema.names[:len(existing.names)]
+        if existing.names != schema.names and not added_at_end:
             raise ValueError(
                 f"Delta table {path} has columns {existing.names}, the registry declares {schema.names}; "
                 "migrate or move the table before running this job"
             )
-        return
+        return existing.names != schema.names
     Path(path).mkdir(parents=True, exist_ok=True)
     DeltaTable.create(str(path), schema, mode="ignore", partition_by=list(partition_by) or None)
     log.info("created Delta table %s", path)
+    return False
 
 
 def committed_batch(path: Path | str, app_id: str) -> int | None:
@@ -61,10 +66,12 @@ def committed_batch(path: Path | str, app_id: str) -> int | None:
 
 
 def append_rows(path: Path | str, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
-    """Append plain rows to an operational table, creating it if needed (no idempotency key)."""
-    ensure_table(path, columns)
+    """Append plain rows to an operational table, creating it if needed (no idempotency key); columns the project
+    added since the table was made are added to it (its older rows read null there)."""
+    evolve = ensure_table(path, columns, new_columns_at_end=True)
     data = pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(columns))
-    write_deltalake(str(path), data, mode="append", commit_properties=CommitProperties(max_commit_retries=50))
+    write_deltalake(str(path), data, mode="append", schema_mode="merge" if evolve else None,
+                    commit_properties=CommitProperties(max_commit_retries=50))
 
 
 def read_table(path: Path | str, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:

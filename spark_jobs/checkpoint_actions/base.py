@@ -92,6 +92,11 @@ class ModeAction:
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         raise NotImplementedError
 
+    def undo(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
+        """How a person puts `job` back as it is now, after the action (its tables' versions now, its checkpoint's
+        place aside): the tables restored, then the checkpoint put back."""
+        return "; ".join(filter(None, (restore_tables_text(ctx.settings, job), put_back_text(ctx, prepared))))
+
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         raise NotImplementedError
 
@@ -143,6 +148,21 @@ def from_the_copy(settings: Settings, prepared: Prepared) -> None:
     checkpoint = settings.layout.checkpoint(prepared.job)
     shutil.rmtree(checkpoint, ignore_errors=True)
     shutil.copytree(prepared.archive_to, checkpoint)
+
+
+def restore_tables_text(settings: Settings, job: JobSpec) -> str:
+    """`RESTORE TABLE ... TO VERSION AS OF <now>` for each of the job's tables (Delta keeps the history)."""
+    from include.storage import delta as delta_store
+
+    return "; ".join(f"RESTORE TABLE delta.`{settings.layout.table(t)}` TO VERSION AS OF "
+                     f"{delta_store.latest_version(settings.layout.table(t))}" for t in job.tables_written()
+                     if delta_store.table_exists(settings.layout.table(t)))
+
+
+def put_back_text(ctx: ActionContext, prepared: Prepared) -> str:
+    if prepared.archive_to is None:
+        return "no checkpoint to put back (the job has none yet)"
+    return f"replace {ctx.checkpoint(prepared.job)} with {prepared.archive_to}"
 
 
 def prune(settings: Settings, job_id: str, keep: int) -> None:

@@ -14,6 +14,7 @@ from spark_jobs.checkpoint_actions.base import (
     Step,
     copy_aside,
     from_the_copy,
+    put_back_text,
 )
 
 
@@ -38,6 +39,10 @@ class Repartition(ModeAction):
         return (f"copy {checkpoint} aside and repartition its state from {checkpoints.shuffle_partitions(checkpoint)} "
                 f"to {prepared.data['partitions']} partitions (the registry's state_store.shuffle_partitions; "
                 "nothing is reprocessed)")
+
+    def undo(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:  # the tables are not touched
+        return (f"{put_back_text(ctx, prepared)} and set state_store.shuffle_partitions back to "
+                f"{checkpoints.shuffle_partitions(ctx.checkpoint(job.id))} in the registry")
 
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         steps = []

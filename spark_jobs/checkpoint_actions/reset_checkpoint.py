@@ -19,6 +19,8 @@ from spark_jobs.checkpoint_actions.base import (
     Prepared,
     Step,
     move_aside,
+    put_back_text,
+    restore_tables_text,
 )
 
 
@@ -39,6 +41,10 @@ class ResetCheckpoint(ModeAction):
 
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         return f"move {ctx.checkpoint(job.id)} aside; keep {job.sink.table}; " + position_effect(ctx, job)
+
+    def undo(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
+        return (f"{put_back_text(ctx, prepared)}; once the new checkpoint has run, also "
+                f"{restore_tables_text(ctx.settings, job)}")
 
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         return [Step(item.job, "move the checkpoint aside and record where the new one starts",

@@ -8,7 +8,7 @@
   offline copies (include/airflow/data_docs_assets.py), so the report renders in a closed network.
 - `/lakehouse-health/` serves the pipeline-health report (LAKEHOUSE_ROOT/_reports/health/) the same way, opened
   by the "Pipeline health report" entry beside it.
-- A "Data quality reports" entry in the navigation opens it. The quality tasks' "Data quality report" link
+- A "Data quality reports" entry under Browse opens it (at its own address, not embedded). The quality tasks' "Data quality report" link
   (include.airflow.operators.QualityReportLink) opens their run's result under the same path.
 """
 
@@ -86,9 +86,10 @@ class LakehouseDataDocsPlugin(AirflowPlugin):
     name = "lakehouse_data_docs"
     fastapi_apps = [{"app": data_docs_app(), "url_prefix": URL_PREFIX, "name": "Lakehouse Data Docs"},
                     {"app": health_report_app(), "url_prefix": HEALTH_URL_PREFIX, "name": "Lakehouse pipeline health"}]
+    # No `url_route`: with one, the UI embeds the page and shows `/plugin/<route>` + the page's own path in the
+    # address bar (`/plugin/lakehouse-data-docs/lakehouse-data-docs/index.html`); the reports open as themselves.
     external_views = [
-        {"name": "Data quality reports", "href": INDEX, "destination": "nav", "category": "browse",
-         "url_route": "lakehouse-data-docs"},
+        {"name": "Data quality reports", "href": INDEX, "destination": "nav", "category": "browse"},
         {"name": "Pipeline health report", "href": f"{HEALTH_URL_PREFIX}/index.html", "destination": "nav",
-         "category": "browse", "url_route": "lakehouse-health"},
+         "category": "browse"},
     ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from include.quality.suites.base import Check, RowOps, TableSpec, common_fields, with_checks
+from include.quality.suites.base import Check, RowOps, TableSpec, after_now, common_fields, with_checks
 from include.registry import JobSpec, Registry, WindowAggregate
 
 
@@ -50,7 +50,7 @@ class AggregateTable(TableSpec):
         return (self.start, self.end, *self.keys, *self.counts, *self.sums)
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
-        return {"_seconds_in_future": ops.seconds(self.start) - now_epoch}
+        return {after_now(self.start): ops.seconds(self.start) - now_epoch}
 
     def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
         """The kind's own checks of the (start, end) bounds."""
@@ -91,18 +91,18 @@ class WindowedTable(AggregateTable):
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
         start, end = ops.seconds(self.start), ops.seconds(self.end)
-        return {"_window_seconds": end - start,
-                "_start_offset_seconds": ops.mod(start - self.offset_seconds, self.slide_seconds),
+        return {"window length (s)": end - start,
+                "window start past its slide (s)": ops.mod(start - self.offset_seconds, self.slide_seconds),
                 **super().derived(ops, now_epoch)}
 
     def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
         check = partial(self._check, overrides=overrides)
         return [
             check("window_size", "ExpectColumnValuesToBeInSet",
-                  {"column": "_window_seconds", "value_set": [self.window_seconds]},
+                  {"column": "window length (s)", "value_set": [self.window_seconds]},
                   f"window_end - window_start is {self.window_seconds} s"),
             check("window_aligned", "ExpectColumnValuesToBeInSet",
-                  {"column": "_start_offset_seconds", "value_set": [0]},
+                  {"column": "window start past its slide (s)", "value_set": [0]},
                   f"window_start is a multiple of {self.slide_seconds} s since the epoch"
                   + (f" + {self.offset_seconds} s" if self.offset_seconds else "")),
         ]
@@ -132,12 +132,12 @@ class SessionTable(AggregateTable):
         return bool(self.counts) and not self.expression_keys
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
-        return {"_session_seconds": ops.exact_seconds(self.end) - ops.exact_seconds(self.start),
+        return {"session length (s)": ops.exact_seconds(self.end) - ops.exact_seconds(self.start),
                 **super().derived(ops, now_epoch)}
 
     def _bound_checks(self, overrides: dict[str, str]) -> list[Check]:
         return [self._check("session_bounds", "ExpectColumnValuesToBeBetween",
-                            {"column": "_session_seconds", "min_value": self.gap_seconds},
+                            {"column": "session length (s)", "min_value": self.gap_seconds},
                             f"session_end - session_start is at least the gap ({self.gap_seconds} s)", overrides)]
 
     def _freshness_description(self) -> str:
@@ -174,7 +174,7 @@ class RunningTable(TableSpec):
         return (*self.keys, *self.counts, *self.sums, *([self.latest_event] if self.latest_event else []))
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
-        return {"_seconds_in_future": ops.seconds(self.latest_event) - now_epoch} if self.latest_event else {}
+        return {after_now(self.latest_event): ops.seconds(self.latest_event) - now_epoch} if self.latest_event else {}
 
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
         checks = self._not_null_checks(self.keys, overrides) + self._value_checks(self.counts, self.sums, overrides)

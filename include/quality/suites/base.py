@@ -10,6 +10,12 @@ from include.registry import JobSpec
 from include.registry.checks import CHECKS
 
 
+def after_now(column: str) -> str:
+    """The derived column ``no_future_windows`` checks: seconds from the validation time to `column` (at most 0).
+    Derived columns have readable names: the report's headings show them."""
+    return f"{column} after now (s)"
+
+
 @dataclass(frozen=True)
 class Check:
     """One expectation of a suite: its stable name, severity, scope and Great Expectations form."""
@@ -110,9 +116,9 @@ class TableSpec:
 
     def _time_and_key_checks(self, time_column: str, not_null: tuple[str, ...],
                              overrides: dict[str, str]) -> list[Check]:
-        """``no_future_windows`` on `time_column` (derived ``_seconds_in_future``), ``keys_not_null``."""
+        """``no_future_windows`` on `time_column` (derived: :func:`after_now`), ``keys_not_null``."""
         return [self._check("no_future_windows", "ExpectColumnValuesToBeBetween",
-                            {"column": "_seconds_in_future", "max_value": 0},
+                            {"column": after_now(time_column), "max_value": 0},
                             f"{time_column} is not after the validation time", overrides),
                 *self._not_null_checks(not_null, overrides)]
 

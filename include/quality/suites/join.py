@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from include.quality.suites.base import Check, RowOps, TableSpec, common_fields, with_checks
+from include.quality.suites.base import Check, RowOps, TableSpec, after_now, common_fields, with_checks
 from include.registry import Deduplicate, JobSpec, Registry, StreamJoin
 
 
@@ -31,8 +31,13 @@ class JoinTable(TableSpec):
     def unmatched_check(self) -> tuple[str, str]:
         """The check of the unmatched rows' missing side, and its derived column."""
         if self.how in ("right_outer", "full_outer"):
-            return "unmatched_one_sided", "_missing_side_values_when_unmatched"
-        return "unmatched_without_right", "_right_values_when_unmatched"
+            return "unmatched_one_sided", "missing side values when unmatched"
+        return "unmatched_without_right", "right values when unmatched"
+
+    @property
+    def offset_column(self) -> str:
+        """The derived column of matched rows: seconds from the left time to the right time."""
+        return f"{self.right_time} after {self.left_time} (s)"
 
     @property
     def unique_key(self) -> tuple[str, ...]:
@@ -48,11 +53,11 @@ class JoinTable(TableSpec):
                                     *self.right_columns, *self.left_columns]))
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
-        columns = {"_seconds_in_future": ops.seconds(self.left_time) - now_epoch}
+        columns = {after_now(self.left_time): ops.seconds(self.left_time) - now_epoch}
         if self.matched:
             offset = ops.exact_seconds(self.right_time) - ops.exact_seconds(self.left_time)
             # matched rows: right time - left time, -1 (out of bounds) when one is missing; unmatched: null
-            columns["_right_offset_seconds"] = ops.where(ops.is_value(self.matched, True),
+            columns[self.offset_column] = ops.where(ops.is_value(self.matched, True),
                                                          ops.fill_null(offset, -1), None)
             # unmatched rows: values of the side that must be missing (full outer: 0 when either side is)
             missing = {"right_outer": ops.non_null_count(self.left_columns),
@@ -68,7 +73,7 @@ class JoinTable(TableSpec):
         if self.matched:
             checks += [
                 check("join_bound", "ExpectColumnValuesToBeBetween",
-                      {"column": "_right_offset_seconds", "min_value": -self.before_seconds,
+                      {"column": self.offset_column, "min_value": -self.before_seconds,
                        "max_value": self.within_seconds},
                       f"{self.matched} rows: {self.right_time} - {self.left_time} is between {-self.before_seconds} and "
                       f"{self.within_seconds} s (-1: a time is missing; rows not {self.matched} are not counted)"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from include.quality.suites.base import Check, RowOps, TableSpec, common_fields, with_checks
+from include.quality.suites.base import Check, RowOps, TableSpec, after_now, common_fields, with_checks
 from include.registry import PROCESSORS, JobSpec, Registry
 
 
@@ -97,11 +97,11 @@ class AlertTable(ProcessorTable):
         return ("alert_type", "entity", "alert_time", "window_start", "event_count")
 
     def _span_column(self, alert_type: str) -> str:
-        return "_alert_span_seconds" if len(self.windows) == 1 else f"_alert_span_seconds_{alert_type}"
+        return "alert_time after window_start (s)" + ("" if len(self.windows) == 1 else f" of {alert_type}")
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
         span = ops.exact_seconds("alert_time") - ops.exact_seconds("window_start")
-        return {"_seconds_in_future": ops.seconds("alert_time") - now_epoch,
+        return {after_now("alert_time"): ops.seconds("alert_time") - now_epoch,
                 **{self._span_column(t): ops.where(ops.is_value("alert_type", t), span, None) for t in self.windows}}
 
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
@@ -156,18 +156,18 @@ class SessionSummaryTable(ProcessorTable):
         return (*self.keys, "session_start", "session_end", "event_count", "total_value", "closed_at")
 
     def derived(self, ops: RowOps, now_epoch: int) -> dict[str, Any]:
-        return {"_seconds_in_future": ops.seconds("session_start") - now_epoch,
-                "_session_span_seconds": ops.exact_seconds("session_end") - ops.exact_seconds("session_start"),
-                "_close_delay_seconds": ops.exact_seconds("closed_at") - ops.exact_seconds("session_end")}
+        return {after_now("session_start"): ops.seconds("session_start") - now_epoch,
+                "session length (s)": ops.exact_seconds("session_end") - ops.exact_seconds("session_start"),
+                "closed_at after session_end (s)": ops.exact_seconds("closed_at") - ops.exact_seconds("session_end")}
 
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
         gap = self.apart_seconds
         checks = [
             self._check("summary_span", "ExpectColumnValuesToBeBetween",
-                        {"column": "_session_span_seconds", "min_value": 0},
+                        {"column": "session length (s)", "min_value": 0},
                         "session_end is not before session_start", overrides),
             self._check("closed_after_gap", "ExpectColumnValuesToBeBetween",
-                        {"column": "_close_delay_seconds", "min_value": gap, "max_value": gap},
+                        {"column": "closed_at after session_end (s)", "min_value": gap, "max_value": gap},
                         f"closed_at is session_end + {gap} s (the gap)", overrides)]
         checks += self._time_and_key_checks("session_start", (*self.keys, "session_start", "session_end"), overrides)
         checks += self._value_checks(("event_count",), ("total_value",), overrides)
