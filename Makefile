@@ -10,6 +10,9 @@ JARS_STAMP := $(JARS_DIR)/.fetched
 # pyspark's jars with the JDK's javac into the same cache.
 FUNCTIONS_JAR := $(JARS_DIR)/lakehouse-functions.jar
 
+# A class-data sharing archive of the Spark driver's JVM (include/jvm_archive.py): drivers start seconds sooner.
+JVM_ARCHIVE := $(JARS_DIR)/spark-driver.jsa
+
 # Offline copies of the JS/CSS Great Expectations' Data Docs load from CDNs (pinned npm packages).
 ASSETS_STAMP := .cache/data_docs_assets/.fetched
 # Debian's chromium + chromedriver for the browser test (skipped, with the reason, where they cannot be installed).
@@ -40,6 +43,9 @@ $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(ST
 	jar cf $@ -C "$(JARS_DIR)/.classes" .
 	rm -rf "$(JARS_DIR)/.classes"
 
+$(JVM_ARCHIVE): $(FUNCTIONS_JAR) $(JARS_STAMP) $(STAMP) include/jvm_archive.py
+	$(PY) -m include.jvm_archive
+
 $(ASSETS_STAMP): include/airflow/data_docs_assets.py $(STAMP)
 	$(PY) -m include.airflow.data_docs_assets
 	@touch $@
@@ -52,27 +58,27 @@ $(BROWSER_STAMP):
 	  echo "installed chromium and chromium-driver (Debian) for the browser test"; touch $@; \
 	else echo "could not install chromium + chromium-driver (Debian packages): the browser test will be skipped"; fi
 
-demo: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
+demo: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP) $(BROWSER_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q --durations=20
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
-test-unit: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
+test-unit: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(ASSETS_STAMP)
+airflow: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
 	$(VENV)/bin/lakehouse airflow standalone
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR)
+bench: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/delta_sink_vs_parquet.py
 	$(PY) bench/repartition_vs_full_refresh.py

@@ -7,6 +7,7 @@
 | LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
 | LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory when not under spark-submit |
 | LAKEHOUSE_SPARK_UI               | 0                               | 1 enables the Spark UI                    |
+| LAKEHOUSE_SPARK_JAVA_OPTIONS     | unset                           | more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of short runs) |
 | LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level (the project's lines)    |
 | LAKEHOUSE_SPARK_LOG_LEVEL        | WARN                            | Spark's (JVM) log level: TRACE..OFF       |
 | LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
@@ -54,6 +55,15 @@ class Settings:
     dq_spark_threshold_rows: int = 2_000_000
     batch_hooks: str = ""
     jars_dir: Path = REPO_ROOT / ".cache" / "jars"
+    spark_java_options: str = ""
+
+    @property
+    def driver_java_options(self) -> str:
+        """The Spark driver's JVM options: the project's logging, the class-data archive when `make` built one
+        (include/jvm_archive.py), then LAKEHOUSE_SPARK_JAVA_OPTIONS."""
+        from include.jvm_archive import java_options
+
+        return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(self.jars_dir), self.spark_java_options)))
 
     @property
     def layout(self) -> Layout:
@@ -106,4 +116,5 @@ def load_settings() -> Settings:
         dq_spark_threshold_rows=int(threshold),
         batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
         jars_dir=Path(_env("LAKEHOUSE_JARS_DIR", str(REPO_ROOT / ".cache" / "jars"))).expanduser().resolve(),
+        spark_java_options=_env("LAKEHOUSE_SPARK_JAVA_OPTIONS", ""),
     )

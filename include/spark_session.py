@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from include.settings import SPARK_LOG_JAVA_OPTION, Settings
+from include.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
             builder.master(settings.spark_master)
             .config("spark.driver.memory", settings.spark_driver_memory)
             .config("spark.jars", ",".join(str(j) for j in jars))
-            .config("spark.driver.extraJavaOptions", SPARK_LOG_JAVA_OPTION)
+            .config("spark.driver.extraJavaOptions", settings.driver_java_options)
         )
     builder = (
         builder.config("spark.sql.session.timeZone", "UTC")

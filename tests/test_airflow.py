@@ -297,11 +297,18 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
         return [(r["job"], r["mode"], r["outcome"]) for r in checkpoint_audit.outcomes(settings)
                 if r["actor"] == f"dag:checkpoint_reset/{result.run_id}"]
 
-    dry = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition"})  # dry_run is the default
+    held = lease.acquire(settings, "gold_user_activity_5m", trigger="processing-time=10 seconds")  # it runs live
+    try:
+        dry = run({"jobs": ["gold_user_activity_5m"], "mode": "repartition"})  # dry_run is the default
+        assert lease.is_held(settings, "gold_user_activity_5m")  # a dry run stops (and restarts) nothing
+    finally:
+        held.release()
     assert dry.state == DagRunState.SUCCESS and states(dry)["approve"] == TaskInstanceState.SKIPPED
     assert states(dry)["verify"] == TaskInstanceState.SKIPPED
     assert audit(dry) == [("gold_user_activity_5m", "repartition", "dry-run")] and checkpoints.shuffle_partitions(
         checkpoint) == 4
+    [dry_row] = [r for r in checkpoint_audit.outcomes(settings) if r["actor"] == f"dag:checkpoint_reset/{dry.run_id}"]
+    assert "(it runs now: it must be stopped first)" in dry_row["detail"], dry_row
 
     generate(settings, events=300, seed=56, files=1, start=DEFAULT_START + timedelta(hours=2))  # pending input
     for job_id in ("bronze_clickstream", "silver_clickstream"):
@@ -395,6 +402,21 @@ def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, l
                  "_offline_assets/nope-1.0/x.js", "validations/%2e%2e/%2e%2e/secret/index.html"):
         refused = client.get(f"/lakehouse-data-docs/{path}")
         assert refused.status_code == 404 and "outside the docs folder" not in refused.text, (path, refused.text)
+
+    # A validation page links back to the Airflow task that made it (read from its stored result), others don't.
+    stored = settings.layout.gx_project / "gx" / "validations" / "s" / "r"
+    stored.mkdir(parents=True)
+    (docs / "validations" / "s" / "r").mkdir(parents=True)
+    task = "/dags/data_quality/runs/manual__2026-11-25T10%3A00%3A00%2B00%3A00/tasks/validate_gold__x"
+    for name, meta in (("linked", {"lakehouse_airflow_task": task}), ("plain", {}),
+                       ("forged", {"lakehouse_airflow_task": "javascript:alert(1)"})):
+        (stored / f"{name}.json").write_text(json.dumps({"meta": meta}))
+        (docs / "validations" / "s" / "r" / f"{name}.html").write_text(f"<html><body class='x'>{name}</body></html>")
+    linked = client.get("/lakehouse-data-docs/validations/s/r/linked.html").text
+    assert '<body class=\'x\'><div class="lakehouse-airflow-link"' in linked and f'href="{task}"' in linked, linked
+    assert "Airflow: data_quality · run manual__2026-11-25T10:00:00+00:00 · validate_gold__x" in linked
+    for name in ("plain", "forged"):
+        assert "lakehouse-airflow-link" not in client.get(f"/lakehouse-data-docs/validations/s/r/{name}.html").text
 
     health = settings.layout.health_report
     health.mkdir(parents=True)

@@ -228,6 +228,9 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     assert "gold__user_activity_5m__rows" in page and "no_future_windows" in page, page[:2000]
     assert "Data asset: gold/user_activity_5m" in page and "window_start after now (s)" in page, page[:2000]
     assert "_seconds_in_future" not in page and "Data asset: None" not in page
+    back = driver.find_element("css selector", ".lakehouse-airflow-link a")  # the way back to the task's run
+    assert back.get_attribute("href").startswith(f"{base}/dags/data_quality/runs/") and back.get_attribute(
+        "href").endswith(f"/tasks/{task}"), back.get_attribute("href")
     shot(driver, "06_report")
 
     driver.get(f"{base}/lakehouse-data-docs/index.html")

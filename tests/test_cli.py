@@ -115,3 +115,20 @@ def test_airflow_standalone_says_where_the_ui_and_its_login_are(lakehouse_env, t
         process.wait()
     assert first.startswith("Airflow UI: http://localhost:8080  (user: admin;"), first
     assert f"{home}/simple_auth_manager_passwords.json.generated" in first
+
+
+@pytest.mark.spark
+def test_a_driver_maps_spark_from_the_class_data_archive(settings, lakehouse_env, tmp_path):
+    """`make` built the driver's class-data archive (include/jvm_archive.py): a job's driver loads Spark's and
+    Delta's classes from it (`shared objects file (top)`: the dynamic archive), not from the jars."""
+    from include.jvm_archive import archive_path
+
+    assert archive_path(settings.jars_dir).is_file(), "make builds .cache/jars/spark-driver.jsa"
+    loaded = tmp_path / "classes.log"
+    env = {**lakehouse_env, "LAKEHOUSE_SPARK_JAVA_OPTIONS": f"-Xlog:class+load=info:file={loaded}"}
+    result = run_cli(["run", "bronze_clickstream"], env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = loaded.read_text().splitlines()
+    from_archive = [line for line in lines if "source: shared objects file (top)" in line]
+    assert any("org.apache.spark.sql.SparkSession " in line for line in from_archive), lines[:20]
+    assert any("io.delta." in line for line in from_archive) and len(from_archive) > len(lines) // 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, BaseOperatorLink
@@ -161,7 +162,9 @@ class QualityCheckOperator(BaseOperator):
         params = context.get("params") or {}
         selected = params.get("jobs") or []
         tables = [t for t in self.tables if not selected or set(self.writers.get(t, ())) & set(selected)]
-        summary, page, failures = validate_tables(tables, full=bool(params.get("full")))
+        ti = context["ti"]
+        origin = f"/dags/{ti.dag_id}/runs/{quote(ti.run_id, safe='')}/tasks/{ti.task_id}"  # its page in the UI
+        summary, page, failures = validate_tables(tables, full=bool(params.get("full")), origin=origin)
         self.report_link = data_docs_path(page)
         self.log.info("data quality %s; report: %s", summary, data_docs_url(page))
         self.log.info("the report is also one click away: this task's Details tab, Extra Links → \"%s\" (it opens in a "

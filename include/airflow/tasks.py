@@ -9,15 +9,16 @@ from include.airflow import load
 log = logging.getLogger(__name__)
 
 
-def validate_tables(tables: list[str], full: bool = False) -> tuple[str, str, list[str]]:
-    """Task body: run the quality suites of `tables`. Returns (summary, the report page relative to the Data
-    Docs folder, the blocking failures as `table:check`); warnings are only recorded."""
+def validate_tables(tables: list[str], full: bool = False, origin: str | None = None) -> tuple[str, str, list[str]]:
+    """Task body: run the quality suites of `tables` (`origin`: the task's UI path, linked from its pages).
+    Returns (summary, the report page relative to the Data Docs folder, the blocking failures as `table:check`);
+    warnings are only recorded."""
     from include.quality import run_quality
 
     settings, registry = load()
     if not tables:
         return "no tables to validate", "index.html", []
-    report = run_quality(settings, registry, tables, full=full)
+    report = run_quality(settings, registry, tables, full=full, origin=origin)
     log.info("%s", report.render())
     labels = report.labels()
     failures = [f"{r.table}:{labels[i]}" for i, r in enumerate(report.results) if r in report.blocking_failures]

@@ -17,7 +17,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from include.registry import Trigger
-from include.settings import REPO_ROOT, SPARK_LOG_JAVA_OPTION, Settings
+from include.settings import REPO_ROOT, Settings
 
 SPARK_CONN_ID = "spark_default"
 ENTRYPOINTS = REPO_ROOT / "spark_jobs" / "entrypoints"  # the scripts spark-submit runs
@@ -48,6 +48,8 @@ def job_environment(settings: Settings) -> dict[str, str]:
     }
     if settings.batch_hooks:
         env["LAKEHOUSE_BATCH_HOOKS"] = settings.batch_hooks
+    if settings.spark_java_options:  # the job's own processes (a checkpoint action's runs) start drivers too
+        env["LAKEHOUSE_SPARK_JAVA_OPTIONS"] = settings.spark_java_options
     return env
 
 
@@ -60,7 +62,7 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str]) ->
         "name": name,
         "env_vars": job_environment(settings),
         "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
-        "conf": {"spark.driver.extraJavaOptions": SPARK_LOG_JAVA_OPTION},  # Spark at LAKEHOUSE_SPARK_LOG_LEVEL
+        "conf": {"spark.driver.extraJavaOptions": settings.driver_java_options},  # logging, LAKEHOUSE_SPARK_JAVA_OPTIONS
     }
 
 

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 GX_CONFIG = PACKAGE_DIR / "gx" / "great_expectations.yml"
 DOCS_DIR_VARIABLE = "${LAKEHOUSE_DATA_DOCS_DIR}"
 DERIVED_STORES = ("validation_definitions", "checkpoints")
+AIRFLOW_TASK_META = "lakehouse_airflow_task"  # a validation result's Airflow task (UI path), if one ran it
 KEEP_VALIDATIONS_PER_SUITE = 50  # older validation results (and their Data Docs pages) are pruned
 
 
@@ -104,6 +105,8 @@ def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], ob
     for identifier, validation in outcome.run_results.items():
         validation.meta["batch_spec"] = {**(validation.meta.get("batch_spec") or {}),
                                          "data_asset_name": batch_metadata.get("table", name)}
+        if batch_metadata.get("airflow_task"):  # the Airflow task that validated: the page links back to it
+            validation.meta[AIRFLOW_TASK_META] = batch_metadata["airflow_task"]
         context.validation_results_store.set(identifier, validation)
     context.build_data_docs(resource_identifiers=[*outcome.run_results, ExpectationSuiteIdentifier(name=name)])
     by_check = {(r.expectation_config.meta["check"], r.expectation_config.kwargs["column"]): r

@@ -34,10 +34,11 @@ log = logging.getLogger(__name__)
 
 
 def run_quality(settings: Settings, registry: Registry, tables: list[str] | None = None, *,
-                full: bool = False, now: datetime | None = None) -> QualityReport:
+                full: bool = False, now: datetime | None = None, origin: str | None = None) -> QualityReport:
     """Validate the gold tables with suites (all, or `tables`), incrementally unless `full`.
 
-    `now` is the reference time of ``no_future_windows`` (default: the validation time).
+    `now` is the reference time of ``no_future_windows`` (default: the validation time); `origin` the Airflow
+    UI path of the task that validates (its pages link back to it).
     """
     specs = quality_tables(registry)
     unknown = [t for t in tables or [] if t not in specs]
@@ -49,7 +50,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
         gx_context.prune_validations(settings)
         for table in tables or list(specs):
             checked, notes, pages = validate_table(settings, context, specs[table], full=full, run_id=report.run_id,
-                                                   validated_at=validated_at, now=now or validated_at)
+                                                   validated_at=validated_at, now=now or validated_at, origin=origin)
             results.record(settings, report.run_id, validated_at, checked)
             report.results += checked
             report.notes += notes
@@ -63,7 +64,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
 
 
 def validate_table(settings: Settings, context: Any, spec: TableSpec, *, full: bool, run_id: str, validated_at: datetime,
-                   now: datetime) -> tuple[list[CheckResult], list[str], list[str]]:
+                   now: datetime, origin: str | None = None) -> tuple[list[CheckResult], list[str], list[str]]:
     """Run both suites of one table; returns the results and notes for the report, and the Data Docs pages of
     its validation results (relative to the docs folder)."""
     path = settings.layout.table(spec.table)
@@ -75,7 +76,7 @@ def validate_table(settings: Settings, context: Any, spec: TableSpec, *, full: b
     checked: list[CheckResult] = []
     notes: list[str] = []
     pages: list[str | None] = []
-    metadata = {"table": spec.table, "lakehouse_run_id": run_id}
+    metadata = {"table": spec.table, "lakehouse_run_id": run_id, **({"airflow_task": origin} if origin else {})}
 
     if selection is None:
         notes.append(f"{spec.table}: no version after {last}; row checks skipped (--full validates every row)")

@@ -8,13 +8,18 @@
   offline copies (include/airflow/data_docs_assets.py), so the report renders in a closed network.
 - `/lakehouse-health/` serves the pipeline-health report (LAKEHOUSE_ROOT/_reports/health/) the same way, opened
   by the "Pipeline health report" entry beside it.
-- A "Data quality reports" entry under Browse opens it (at its own address, not embedded). The quality tasks' "Data quality report" link
+- A "Data quality reports" entry under Browse opens it (at its own address, not embedded). A validation page made
+  by an Airflow task gets a bar at its top linking back to that task (from the stored validation result). The quality tasks' "Data quality report" link
   (include.airflow.operators.QualityReportLink) opens their run's result under the same path.
 """
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from pathlib import Path
+from urllib.parse import unquote
 
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.plugins_manager import AirflowPlugin
@@ -23,6 +28,7 @@ from fastapi.responses import FileResponse, Response
 
 from include.airflow import data_docs_assets
 from include.airflow.docs import DATA_DOCS_URL_PREFIX, HEALTH_URL_PREFIX, data_docs_path
+from include.quality.gx_context import AIRFLOW_TASK_META
 from include.settings import load_settings
 
 URL_PREFIX = DATA_DOCS_URL_PREFIX
@@ -45,6 +51,30 @@ def safe_file(directory: Path, requested: str) -> Path | None:
         if path.is_symlink():
             return None
     return path if path.is_file() else None
+
+
+def airflow_task_of(requested: str) -> str | None:
+    """The UI path of the Airflow task whose run made the validation page `requested` (`validations/...html`):
+    read from the stored validation result beside the Data Docs (the page itself may be rebuilt by GE)."""
+    if not (requested.startswith("validations/") and requested.endswith(".html")):
+        return None
+    stored = safe_file(load_settings().layout.gx_project / "gx" / "validations",
+                       requested.removeprefix("validations/").removesuffix(".html") + ".json")
+    try:
+        task = (json.loads(stored.read_text()).get("meta") or {}).get(AIRFLOW_TASK_META) if stored else None
+    except (OSError, ValueError):
+        return None
+    return task if isinstance(task, str) and task.startswith("/dags/") else None
+
+
+def with_backlink(page: str, task: str | None) -> str:
+    """`page` with a bar at its top linking back to the Airflow task that validated (none without one)."""
+    if not task:
+        return page
+    label = html.escape(unquote(task.removeprefix("/dags/")).replace("/runs/", " · run ").replace("/tasks/", " · "))
+    bar = (f'<div class="lakehouse-airflow-link" style="padding:6px 14px;background:#eef3fb;font:14px sans-serif">'
+           f'<a href="{html.escape(task)}" target="_top">&larr; Airflow: {label}</a></div>')
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + bar, page, count=1)
 
 
 def health_report_app() -> FastAPI:
@@ -76,7 +106,8 @@ def data_docs_app() -> FastAPI:
         if path is None:
             raise HTTPException(status_code=404, detail="not found")
         if path.suffix == ".html":
-            return Response(data_docs_assets.offline_html(path.read_text(), URL_PREFIX), media_type="text/html")
+            page = data_docs_assets.offline_html(path.read_text(), URL_PREFIX)
+            return Response(with_backlink(page, airflow_task_of(requested)), media_type="text/html")
         return FileResponse(path)
 
     return app

@@ -1,0 +1,106 @@
+"""A class-data sharing (CDS) archive of the Spark driver's JVM: the classes a job run loads (Spark, Delta, the
+state store), saved once so every later driver maps them instead of loading and verifying them again. A driver
+starts seconds sooner (on 2 cores a small available-now run takes ~8 s instead of ~13 s), which every backfill
+task, live start and checkpoint action pays.
+
+`make` builds it (`python -m include.jvm_archive`) into the jar cache after the jars: a few small jobs run once
+with `-XX:ArchiveClassesAtExit`. Drivers use it when it is there (Settings.driver_java_options); when it does not
+fit the JVM or the classpath (Java or pyspark upgraded), the JVM ignores it, silently: nothing depends on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ARCHIVE_NAME = "spark-driver.jsa"
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # an archive that does not fit is not worth a warning per start
+WARM_UP_JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
+
+_WARM_UP = """
+import sys
+from include.generator import GeneratorConfig, write_landing
+from include.registry import Trigger, load_registry
+from include.settings import load_settings
+from include.spark_session import get_spark
+from spark_jobs.streaming_query import run_job
+
+settings = load_settings()
+registry = load_registry(settings.registry_path)
+write_landing(settings.layout.landing(registry.job(sys.argv[1]).source.path), "clickstream",
+              GeneratorConfig(events=300, seed=1, files=2))
+spark = get_spark(settings, app_name="lakehouse-jvm-archive")
+for job_id in sys.argv[1:]:
+    run_job(spark, settings, registry, job_id, Trigger(available_now=True))
+spark.stop()
+"""
+
+
+def archive_path(jars_dir: Path) -> Path:
+    return Path(jars_dir) / ARCHIVE_NAME
+
+
+def java_options(jars_dir: Path) -> str:
+    """The driver's options that use the archive, or "" when there is none."""
+    archive = archive_path(jars_dir)
+    return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive.is_file() else ""
+
+
+def build(jars_dir: Path, timeout: float = 600) -> Path:
+    """Run the warm-up jobs in a fresh lakehouse with the archive dumped at the driver's exit; returns it."""
+    target = archive_path(jars_dir)
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix="lakehouse-jvm-archive-") as scratch:
+        env = {**os.environ, "LAKEHOUSE_ROOT": str(Path(scratch) / "lakehouse"), "LAKEHOUSE_JARS_DIR": str(jars_dir),
+               "LAKEHOUSE_SPARK_JAVA_OPTIONS": f"-XX:ArchiveClassesAtExit={partial} {QUIET}",
+               "LAKEHOUSE_LOG_LEVEL": "WARNING"}
+        env.pop("LAKEHOUSE_REGISTRY", None)  # the project's own registry has the warm-up jobs
+        target.unlink(missing_ok=True)  # the warm-up must not run on an older archive
+        subprocess.run([sys.executable, "-c", _WARM_UP, *WARM_UP_JOBS], env=env, check=True, timeout=timeout)
+        deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after the Python driver
+        while _writer_alive(partial) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    if not partial.is_file() or partial.stat().st_size == 0:
+        raise RuntimeError(f"the JVM wrote no class-data archive at {partial}")
+    partial.replace(target)
+    return target
+
+
+def _writer_alive(partial: Path) -> bool:
+    """Whether a process started with `partial` on its command line is still running (dumping the archive)."""
+    needle = str(partial).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from include.settings import load_settings
+
+    jars_dir = load_settings().jars_dir
+    started = time.monotonic()
+    try:
+        archive = build(jars_dir)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # drivers start without it, only slower
+        log.warning("no class-data archive for the Spark driver (drivers start without it): %s", exc)
+        return 0
+    log.info("class-data archive of the Spark driver: %s (%d MB, %.0f s)", archive, archive.stat().st_size >> 20,
+             time.monotonic() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
