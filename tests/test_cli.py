@@ -101,6 +101,7 @@ def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     assert total == landed.lines
 
 
+@pytest.mark.airflow
 def test_airflow_standalone_says_where_the_ui_and_its_login_are(lakehouse_env, tmp_path):
     """`lakehouse airflow standalone` (the README's route as well as `make airflow`) names the UI and the password
     file before Airflow's own output; stopped as soon as it has."""
