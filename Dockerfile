@@ -1,5 +1,6 @@
 # One image for Airflow and Spark: Python 3.11, Java 17, the pinned requirements, this project and
-# Delta Lake's JVM jars (the same pinned artifacts as include/jars/pom.xml) in LAKEHOUSE_JARS_DIR.
+# Delta Lake's and Spark's Kafka connector's JVM jars (the same pinned artifacts as include/jars/pom.xml) in
+# LAKEHOUSE_JARS_DIR.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -22,6 +23,16 @@ RUN mkdir -p /opt/lakehouse/jars \
        "${MAVEN}/delta-spark_4.2_2.13/${DELTA_VERSION}/delta-spark_4.2_2.13-${DELTA_VERSION}.jar" \
     && curl -fsSL -o "/opt/lakehouse/jars/delta-storage-${DELTA_VERSION}.jar" \
        "${MAVEN}/delta-storage/${DELTA_VERSION}/delta-storage-${DELTA_VERSION}.jar"
+# Spark's Kafka connector and the runtime dependencies pyspark lacks (the same pins as include/jars/pom.xml).
+ARG SPARK_VERSION=4.2.0
+ARG KAFKA_CLIENTS_VERSION=3.9.2
+ARG POOL2_VERSION=2.13.1
+ARG CENTRAL=https://repo1.maven.org/maven2
+RUN cd /opt/lakehouse/jars \
+    && curl -fsSLO "${CENTRAL}/org/apache/spark/spark-sql-kafka-0-10_2.13/${SPARK_VERSION}/spark-sql-kafka-0-10_2.13-${SPARK_VERSION}.jar" \
+    && curl -fsSLO "${CENTRAL}/org/apache/spark/spark-token-provider-kafka-0-10_2.13/${SPARK_VERSION}/spark-token-provider-kafka-0-10_2.13-${SPARK_VERSION}.jar" \
+    && curl -fsSLO "${CENTRAL}/org/apache/kafka/kafka-clients/${KAFKA_CLIENTS_VERSION}/kafka-clients-${KAFKA_CLIENTS_VERSION}.jar" \
+    && curl -fsSLO "${CENTRAL}/org/apache/commons/commons-pool2/${POOL2_VERSION}/commons-pool2-${POOL2_VERSION}.jar"
 
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e .

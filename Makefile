@@ -10,6 +10,11 @@ JARS_STAMP := $(JARS_DIR)/.fetched
 # pyspark's jars with the JDK's javac into the same cache.
 FUNCTIONS_JAR := $(JARS_DIR)/lakehouse-functions.jar
 
+# Kafka's broker jars (include/jars/kafka-broker.pom.xml), for `lakehouse kafka up`: their own cache, off Spark's
+# classpath.
+KAFKA_JARS_DIR ?= $(or $(LAKEHOUSE_KAFKA_JARS_DIR),.cache/kafka)
+KAFKA_STAMP := $(KAFKA_JARS_DIR)/.fetched
+
 # A class-data sharing archive of the Spark driver's JVM (include/jvm_archive.py): drivers start seconds sooner.
 JVM_ARCHIVE := $(JARS_DIR)/spark-driver.jsa
 
@@ -36,6 +41,12 @@ $(JARS_STAMP): include/jars/pom.xml
 	mvn -q -B -f include/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$(abspath $(JARS_DIR))"
 	@touch $@
 
+$(KAFKA_STAMP): include/jars/kafka-broker.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is needed once, to fetch Kafka's broker jars into $(KAFKA_JARS_DIR): apt-get install maven"; exit 2; }
+	rm -rf "$(KAFKA_JARS_DIR)" && mkdir -p "$(KAFKA_JARS_DIR)"
+	mvn -q -B -f include/jars/kafka-broker.pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$(abspath $(KAFKA_JARS_DIR))"
+	@touch $@
+
 $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(STAMP)
 	@command -v javac >/dev/null 2>&1 || { echo "a JDK's javac is needed once, to compile spark_jobs/jvm into $(JARS_DIR): apt-get install openjdk-17-jdk-headless"; exit 2; }
 	rm -rf "$(JARS_DIR)/.classes" && mkdir -p "$(JARS_DIR)/.classes"
@@ -58,27 +69,27 @@ $(BROWSER_STAMP):
 	  echo "installed chromium and chromium-driver (Debian) for the browser test"; touch $@; \
 	else echo "could not install chromium + chromium-driver (Debian packages): the browser test will be skipped"; fi
 
-demo: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q --durations=20 -n 2
 
 # The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
-test-unit: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
 	$(VENV)/bin/lakehouse airflow standalone
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) $(JARS_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
+bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/delta_sink_vs_parquet.py
 	$(PY) bench/repartition_vs_full_refresh.py

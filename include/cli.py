@@ -12,9 +12,10 @@ from dataclasses import replace
 
 from include import arguments
 from include.checkpoints.request import MODES, add_arguments, from_args
+from include.generator import GenerationResult, GeneratorConfig
 from include.logging_setup import configure_logging
 from include.ops.launch import report_failure
-from include.registry import Trigger, load_registry
+from include.registry import Registry, SourceSpec, Trigger, load_registry
 from include.settings import Settings, load_settings
 from spark_jobs.job_process import add_run_arguments
 
@@ -38,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out-of-order-fraction", type=arguments.fraction, default=0.05)
     gen.add_argument("--late-fraction", type=arguments.fraction, default=0.01)
     gen.add_argument("--malformed-fraction", type=arguments.fraction, default=0.01)
+    gen.add_argument("--to", choices=("files", "kafka"),
+                     help="landing files, or messages on the source's topic (default: what the source reads)")
+    gen.add_argument("--partitions", type=arguments.positive_int, default=3,
+                     help="--to kafka: partitions of a topic created for it (an existing topic keeps its own)")
 
     add_run_arguments(sub.add_parser("run", help="run one registry job as a streaming query (as spark-submit "
                                                  "spark_jobs/entrypoints/run_job.py does)"))
@@ -86,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--report", action="store_true",
                         help="also rebuild the pipeline-health report (as the DAGs' health_report task does)")
 
+    kafka = sub.add_parser("kafka", help="the Kafka broker of the Kafka sources (LAKEHOUSE_KAFKA_BOOTSTRAP)")
+    kafka_sub = kafka.add_subparsers(dest="kafka_command", required=True)
+    kafka_sub.add_parser("up", help="format its data directory once, start it in the background, wait until it answers")
+    kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
+    kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
+
     stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
     stop.add_argument("job")
     stop.add_argument("--reason", default="requested from the command line")
@@ -94,21 +105,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_generate(settings: Settings, args: argparse.Namespace) -> int:
-    from include.generator import DEFAULT_START, GeneratorConfig, write_landing
+    from include.generator import DEFAULT_START
 
     registry = load_registry(settings.registry_path)
-    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind == "landing"}
+    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
     if args.source not in sources:
-        raise ValueError(f"unknown source {args.source!r}; the registry's landing sources: {sorted(sources)}")
+        raise ValueError(f"unknown source {args.source!r}; the registry's landing and Kafka sources: {sorted(sources)}")
     config = GeneratorConfig(
         events=args.events, seed=args.seed, files=args.files, start=args.start or DEFAULT_START,
         events_per_minute=args.events_per_minute, users=args.users, duplicate_fraction=args.duplicate_fraction,
         out_of_order_fraction=args.out_of_order_fraction, late_fraction=args.late_fraction,
         malformed_fraction=args.malformed_fraction,
     )
-    result = write_landing(settings.layout.landing(sources[args.source].path), args.source, config)
+    result = generate_into(settings, sources[args.source], config, args.to, args.partitions)
     sys.stdout.write(json.dumps(result.summary(), indent=2) + "\n")
     return 0
+
+
+def generate_into(settings: Settings, source: SourceSpec, config: GeneratorConfig, to: str | None = None,
+                  partitions: int = 3) -> GenerationResult:
+    """The generator's records of `source` as landing files, or as messages on its topic (the default: what the
+    source reads)."""
+    from include.generator import produce_to_topic, write_landing
+
+    to = to or ("kafka" if source.kind == "kafka" else "files")
+    if to == "files":
+        if source.kind != "landing":
+            raise ValueError(f"source {source.name!r} reads Kafka topic(s) {source.path}, not files: use --to kafka")
+        return write_landing(settings.layout.landing(source.path), source.name, config)
+    if source.kind != "kafka":
+        raise ValueError(f"source {source.name!r} reads landing files ({source.path}), not a topic: use --to files")
+    from include.kafka.connection import bootstrap_servers
+
+    return produce_to_topic(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics[0],
+                            source.name, config, partitions)
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
@@ -118,16 +148,45 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from include.generator import GeneratorConfig, write_landing
+    """Generate every source, run the backfill, print the summary; a Kafka source's broker is started first when
+    none answers, and stopped again at the end."""
+    from contextlib import ExitStack
+
+    registry = load_registry(settings.registry_path)
+    with ExitStack() as cleanup:
+        if any(j.source.kind == "kafka" for j in registry.jobs.values()):
+            cleanup.enter_context(broker_for_demo(settings))
+        return run_demo(settings, registry, args)
+
+
+def broker_for_demo(settings: Settings):
+    """A context in which a Kafka broker answers: the one running, or one started here and stopped on exit."""
+    from contextlib import contextmanager
+
+    from include.kafka import broker
+    from include.kafka.connection import bootstrap_servers
+
+    @contextmanager
+    def running():
+        started, message = broker.up(settings, bootstrap_servers(settings))
+        sys.stderr.write(message + "\n")
+        try:
+            yield
+        finally:
+            if started:
+                sys.stderr.write(broker.down(settings) + " (the demo started it)\n")
+
+    return running()
+
+
+def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -> int:
     from include.summary import summarize
     from spark_jobs.job_process import install_stop_handler
 
-    registry = load_registry(settings.registry_path)
     stop = install_stop_handler()
-    landing = {j.source.name: j.source.path for j in registry.jobs.values() if j.source.kind == "landing"}
-    for name, path in sorted(landing.items()):
-        config = GeneratorConfig(events=args.events, seed=args.seed, files=args.files)
-        write_landing(settings.layout.landing(path), name, config)
+    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
+    for _, source in sorted(sources.items()):
+        generate_into(settings, source, GeneratorConfig(events=args.events, seed=args.seed, files=args.files))
     if args.direct:
         from include.spark_session import get_spark
         from spark_jobs.streaming_query import run_job
@@ -232,7 +291,7 @@ def cmd_checkpoint(settings: Settings, args: argparse.Namespace) -> int:
     if args.checkpoint_command == "plan":
         from include.checkpoints.plan import plan_job
 
-        plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in args.jobs or registry.order]
+        plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j), settings=settings) for j in args.jobs or registry.order]
         text = (json.dumps([p.as_dict() for p in plans], indent=2, default=str) if args.json
                 else "\n".join(p.render() for p in plans))
         sys.stdout.write(text + "\n")
@@ -297,16 +356,40 @@ def cmd_health(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kafka(settings: Settings, args: argparse.Namespace) -> int:
+    from include.kafka import broker
+    from include.kafka.connection import bootstrap_servers
+
+    bootstrap = bootstrap_servers(settings)
+    try:
+        if args.kafka_command == "up":
+            _, message = broker.up(settings, bootstrap)
+            sys.stderr.write(message + "\n")
+            sys.stdout.write(bootstrap + "\n")
+            return 0
+        if args.kafka_command == "down":
+            sys.stdout.write(broker.down(settings) + "\n")
+            return 0
+        topics = broker.list_topics(bootstrap)
+    except broker.BrokerError as exc:
+        sys.stderr.write(f"lakehouse kafka {args.kafka_command}: {exc}\n")
+        return 1
+    lines = [f"Kafka broker answers at {bootstrap}: {len(topics)} topic(s)"]
+    lines += [f"  {t.name}: {t.partitions} partition(s)" for t in topics]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
-    "state": cmd_state, "health": cmd_health,
+    "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka,
 }
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

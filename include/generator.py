@@ -88,9 +88,11 @@ class GenerationResult:
     files: list[Path]
     lines: int
     kinds: Counter = field(default_factory=Counter)
+    topic: str | None = None  # produced to this Kafka topic instead of files
 
     def summary(self) -> dict:
-        return {"files": [str(f) for f in self.files], "lines": self.lines, "kinds": dict(self.kinds)}
+        where = {"topic": self.topic} if self.topic else {"files": [str(f) for f in self.files]}
+        return {**where, "lines": self.lines, "kinds": dict(self.kinds)}
 
 
 def _iso(moment: datetime, rng: random.Random) -> str:
@@ -257,13 +259,32 @@ def generate_payment_lines(config: GeneratorConfig) -> tuple[list[str], Counter]
 
 LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_lines, "logins": generate_login_lines,
                    "service_logs": generate_service_log_lines}
+MESSAGE_KEYS = {"clickstream": "user_id", "payments": "order_id", "logins": "user_id", "service_logs": "service"}
+
+
+def generate(source: str, config: GeneratorConfig) -> tuple[list[str], Counter]:
+    """The lines of `source` in arrival order, and how many of each kind."""
+    if source not in LINE_GENERATORS:
+        raise ValueError(f"no test-data generator for source {source!r} (generators: {', '.join(LINE_GENERATORS)})")
+    return LINE_GENERATORS[source](config)
+
+
+def produce_to_topic(bootstrap: str, topic: str, source: str, config: GeneratorConfig,
+                     partitions: int = 3) -> GenerationResult:
+    """The same lines as :func:`write_landing` writes, as messages on `topic` (created with `partitions` if missing),
+    keyed by the source's key field (payments: `order_id`) so that one key's messages keep their order."""
+    from include.kafka.produce import ensure_topic, produce_lines
+
+    lines, kinds = generate(source, config)
+    ensure_topic(bootstrap, topic, partitions)
+    produce_lines(bootstrap, topic, lines, MESSAGE_KEYS.get(source))
+    log.info("produced %d messages to topic %s at %s", len(lines), topic, bootstrap)
+    return GenerationResult(files=[], lines=len(lines), kinds=kinds, topic=topic)
 
 
 def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:
     """Write the lines into `files` JSON-lines files, atomically, with increasing modification times."""
-    if source not in LINE_GENERATORS:
-        raise ValueError(f"no test-data generator for source {source!r} (generators: {', '.join(LINE_GENERATORS)})")
-    lines, kinds = LINE_GENERATORS[source](config)
+    lines, kinds = generate(source, config)
     directory.mkdir(parents=True, exist_ok=True)
     existing = [p.stat().st_mtime for p in directory.iterdir() if p.is_file()]
     first_mtime = max([time.time() - config.files, *[m + 1 for m in existing]])

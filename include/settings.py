@@ -15,6 +15,8 @@
 | LAKEHOUSE_SPARK_POOL_SLOTS       | cores / 2, at least 1           | Spark tasks Airflow runs at once (pool `lakehouse_spark`) |
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
 | LAKEHOUSE_JARS_DIR               | <repo>/.cache/jars              | Delta Lake's JVM jars (fetched by `make`) |
+| LAKEHOUSE_KAFKA_BOOTSTRAP        | 127.0.0.1:9092                  | the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, DAGs); `lakehouse kafka up` listens there |
+| LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -56,6 +58,9 @@ class Settings:
     batch_hooks: str = ""
     jars_dir: Path = REPO_ROOT / ".cache" / "jars"
     spark_java_options: str = ""
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
+    kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
 
     @property
     def driver_java_options(self) -> str:
@@ -102,6 +107,8 @@ def load_settings() -> Settings:
     threshold = _env("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "2000000")
     if not threshold.isdigit():
         raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
+    bootstrap = _env("LAKEHOUSE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
     return Settings(
         root=root,
         registry_path=registry,
@@ -117,4 +124,15 @@ def load_settings() -> Settings:
         batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
         jars_dir=Path(_env("LAKEHOUSE_JARS_DIR", str(REPO_ROOT / ".cache" / "jars"))).expanduser().resolve(),
         spark_java_options=_env("LAKEHOUSE_SPARK_JAVA_OPTIONS", ""),
+        kafka_bootstrap=bootstrap,
+        kafka_bootstrap_set=bool(os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP", "").strip()),
+        kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
     )
+
+
+def check_bootstrap(name: str, value: str) -> None:
+    """Raise ValueError naming `name` unless `value` is a comma-separated list of `host:port`."""
+    for server in value.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{name} must be host:port (comma-separated for several brokers), got {value!r}")

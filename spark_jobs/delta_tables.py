@@ -54,10 +54,16 @@ def ensure_table(spark: SparkSession, path: Path, columns: dict[str, str], parti
 
 
 def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec) -> None:
-    """The job's landing directory and its source and sink tables, created empty where missing."""
+    """The job's landing directory and its source and sink tables, created empty where missing; a Kafka source's
+    broker and topics checked."""
     for source in job.sources:
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
             settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
+        elif source.kind == "kafka":  # a broker that is down, or a topic missing: one line, before Spark's trace
+            from include.kafka.connection import bootstrap_servers
+            from include.kafka.offsets import require_topics
+
+            require_topics(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics)
         else:
             writer = registry.writer_of(source.name)
             sink = writer.sink if writer and writer.sink.table == source.name else None

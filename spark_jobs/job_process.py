@@ -59,6 +59,8 @@ def shield_jvm_from_stop_signals(spark) -> None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run one registry job in this process until it drains (available-now) or is stopped."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.connection import unreachable_broker
     from include.spark_session import get_spark
     from spark_jobs import batch_hooks
     from spark_jobs.streaming_query import run_job
@@ -70,8 +72,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
     refuse_if_pending(settings, job.id)  # an unfinished checkpoint action; run_job checks again
     check_job_files(settings, job)  # a damaged checkpoint is named before paying for a JVM; run_job checks again
+    down = unreachable_broker(settings, job)  # likewise a Kafka source's broker that does not answer
+    if down:
+        raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
     if args.shuffle_partitions is None:  # likewise a checkpoint whose plan is not resume (run_job checks again)
-        plan = plan_job(job, registry, settings.layout.checkpoint(job.id))
+        plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
         if plan.mode != "resume":
             raise PlanRequired(plan)
     if settings.batch_hooks:

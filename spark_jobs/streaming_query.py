@@ -69,7 +69,7 @@ def refuse_lost_checkpoint(settings: Settings, registry: Registry, job: JobSpec)
         return
     archived = settings.layout.archived_checkpoints(job.id)
     fixes = [f"rebuild it from all its input with `lakehouse checkpoint full-refresh {job.id}`"]
-    if all(s.kind == "delta" for s in job.sources):
+    if all(s.kind != "landing" for s in job.sources):
         fixes.append(f"keep the table and go on from new data with `lakehouse checkpoint reset-checkpoint {job.id} "
                      "--from-latest`")
     fixes.append(f"or put the checkpoint back at {checkpoint}" + (f" (archived copies: {archived[-1]})"
@@ -106,7 +106,7 @@ def require_resume(settings: Settings, registry: Registry, job: JobSpec, action_
     """Refuse (PlanRequired) to start on a checkpoint whose state depends on another definition of the job;
     record the fingerprint of a new checkpoint (or of one made before fingerprints were kept)."""
     checkpoint = settings.layout.checkpoint(job.id)
-    plan = plan_job(job, registry, checkpoint, inside_action=action_id)
+    plan = plan_job(job, registry, checkpoint, inside_action=action_id, settings=settings)
     if plan.mode != "resume":
         raise PlanRequired(plan)
     if read_fingerprint(checkpoint) is None or not (checkpoint / "offsets").is_dir():
@@ -231,8 +231,21 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         hint = failure_hint(job.id, str(error))
         if hint:
             log.error("%s", hint)
+        down = kafka_down(settings, job)
+        if down:  # Spark's trace says only that its fetches timed out: say why, in one line
+            from include.kafka.broker import BrokerError
+
+            raise BrokerError(f"job {job.id!r} stopped: {down} (it resumes from its checkpoint when the broker is back)"
+                              f"; {summary}")
         raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
     return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+
+def kafka_down(settings: Settings, job: JobSpec) -> str | None:
+    """"broker unreachable at host:port" when a Kafka source's broker does not answer now."""
+    from include.kafka.connection import unreachable_broker
+
+    return unreachable_broker(settings, job) if any(s.kind == "kafka" for s in job.sources) else None
 
 
 def failure_hint(job_id: str, error: str) -> str | None:

@@ -22,10 +22,11 @@ BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the l
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
                   starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
-    """An input stream: landing files (raw lines), or the new commits of a Delta table (Delta's streaming
-    source; its change data feed for an upserted table). A micro-batch admits what the source's limits
+    """An input stream: landing files (raw lines), Kafka messages, or the new commits of a Delta table (Delta's
+    streaming source; its change data feed for an upserted table). A micro-batch admits what the source's limits
     allow under the trigger (a backfill's own limits under available-now: SourceSpec.admission).
-    `starting` (``startingVersion`` / ``startingTimestamp``) positions a Delta source of a new checkpoint."""
+    `starting` positions the source of a new checkpoint (Delta: ``startingVersion`` / ``startingTimestamp``;
+    Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`."""
     reader = spark.readStream
     limits = source.admission(available_now)
     if limits.max_files:
@@ -35,6 +36,8 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
     if source.kind == "landing":
         reader = reader.options(**landing.reader_options(source))
         return reader.format("text").load(str(settings.layout.landing(source.path)))
+    if source.kind == "kafka":
+        return kafka_stream(reader, settings, source, limits.max_offsets, starting)
     if source.read_change_feed:
         reader = reader.option("readChangeFeed", "true")
     for option, value in (starting or {}).items():
@@ -42,10 +45,28 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
     return reader.format("delta").load(str(settings.layout.table(source.name)))
 
 
+def kafka_stream(reader, settings: Settings, source: SourceSpec, max_offsets: int | None,
+                 starting: dict[str, str] | None) -> DataFrame:
+    """Spark's Kafka source over the source's topics: offsets in the checkpoint, never in a consumer group."""
+    from include.kafka.connection import bootstrap_servers
+    from include.kafka.offsets import starting_options
+
+    topics = source.kafka
+    reader = (reader.format("kafka")
+              .option("kafka.bootstrap.servers", bootstrap_servers(settings, topics.connection))
+              .option("subscribe", ",".join(topics.topics))
+              .option("failOnDataLoss", str(topics.fail_on_data_loss).lower()))
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets)
+    for option, value in (starting or starting_options(topics.starting_offsets)).items():
+        reader = reader.option(option, value)
+    return reader.load()
+
+
 def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     """Typed rows plus the raw line and a quarantine reason (null when the line is good): not UTF-8, what a strict
     JSON parse finds (spark_jobs.strict_json), a value Spark cannot read into its column, a missing required
-    field, an unparseable time."""
+    field, an unparseable time. A landing line's rows name its file; a Kafka message's its coordinates."""
     schema = job.source.schema
     as_text = ("timestamp", "date")
     json_schema = T.StructType(
@@ -53,38 +74,52 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         + [T.StructField("_corrupt_record", T.StringType())]
     )
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record", **strict_json.SPARK_OPTIONS}
+    kafka = job.source.kind == "kafka"
+    text = F.col("value").cast("string") if kafka else F.col("value")  # a message's bytes, unchecked, as text
     # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
-    utf8 = F.is_valid_utf8("value")
+    utf8 = F.coalesce(F.is_valid_utf8(text), F.lit(True))
     parsed = raw.select(
-        F.when(utf8, F.col("value")).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(F.col("value").cast("binary"))))
-        .alias(RAW_LINE),
-        F.col("_metadata.file_path").alias("_source_file"),
+        F.when(utf8, text).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(text.cast("binary")))).alias(RAW_LINE),
+        *(kafka_coordinates() if kafka else [F.col("_metadata.file_path").alias("_source_file")]),
         F.current_timestamp().alias("_ingested_at"),
-        F.from_json("value", json_schema, options).alias("j"),
-        F.when(utf8, strict_json.strict_reason(F.col("value"), schema)).alias("_strict"),
+        F.from_json(text, json_schema, options).alias("j"),
+        F.when(utf8, strict_json.strict_reason(text, schema)).alias("_strict"),
         utf8.alias("_utf8"),
-        F.octet_length("value").alias(landing.LINE_BYTES),
+        F.octet_length(text).alias(landing.LINE_BYTES),
     )
     typed = {}
     for column, ctype in schema.items():
-        text = F.col(f"j.{column}")
-        typed[column] = (F.try_to_timestamp(text) if ctype == "timestamp"
-                         else F.expr(f"try_cast(j.`{column}` AS DATE)") if ctype == "date" else text)
-    reason = F.when(~F.col("_utf8"), F.lit("invalid_utf8")).when(F.col("_strict").isNotNull(), F.col("_strict")).when(
+        value = F.col(f"j.{column}")
+        typed[column] = (F.try_to_timestamp(value) if ctype == "timestamp"
+                         else F.expr(f"try_cast(j.`{column}` AS DATE)") if ctype == "date" else value)
+    reason = F.when(F.col(RAW_LINE).isNull(), F.lit("empty_message")).when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
+        F.col("_strict").isNotNull(), F.col("_strict")).when(
         F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type"))
     for column in job.source.required:
         reason = reason.when(F.col(f"j.{column}").isNull(), F.lit(f"missing_{column}"))
     for column, ctype in schema.items():
         if ctype in as_text:
             reason = reason.when(F.col(f"j.{column}").isNotNull() & typed[column].isNull(), F.lit(f"unparseable_{column}"))
+    provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
-        "_source_file",
+        *provenance,
         "_ingested_at",
         RAW_LINE,
         reason.alias(QUARANTINE_REASON),
         landing.LINE_BYTES,
     )
+
+
+KAFKA_COORDINATES = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
+
+
+def kafka_coordinates() -> list[Column]:
+    """A message's topic, partition, offset and timestamp, and the same as a quarantine row's `_source_file`."""
+    return [F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
+            F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
+            F.concat_ws("/", F.concat(F.lit("kafka:"), F.col("topic")), F.col("partition").cast("string"),
+                        F.col("offset").cast("string")).alias("_source_file")]
 
 
 def deduplicate(stream: DataFrame, job: JobSpec) -> DataFrame:

@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
 from include.registry import load_registry
 from include.settings import Settings, load_settings
+from tests.support.kafka import delete_topics
 
 
 @pytest.fixture
@@ -76,17 +78,54 @@ def pytest_configure(config):
     # The job processes the suite starts are short runs on small data: C1 alone compiles what they run sooner than
     # tiered C1 + C2 on 2 cores. The product's default JIT is unchanged (and so is the `spark` fixture's).
     os.environ.setdefault("LAKEHOUSE_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
-    if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI"):
-        os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-airflow-")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # under `-n`: each worker process has its own metadata DB
+    if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI") or worker:
+        os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"lakehouse-airflow-{worker or 'main'}-")
     from include.airflow.environment import airflow_environment
 
     env = airflow_environment(load_settings())
     for key, value in env.items():
         if key.startswith("AIRFLOW"):
             os.environ[key] = value
+    # The session's Kafka broker (the `kafka_broker` fixture starts it when a test first needs it) listens on free ports
+    # of its own: one per xdist worker, none shared with a broker the developer runs.
+    from include.kafka.broker import free_port_pair
+
+    os.environ.setdefault("LAKEHOUSE_KAFKA_BOOTSTRAP", f"127.0.0.1:{free_port_pair()}")
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
     # even when the previous test stored one seconds ago (Airflow throttles that to every 30 s).
     os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
+
+
+# Modules whose tests read the one `lakehouse demo` of a session: under `-n` they run in the same worker.
+DEMO_READERS = {"test_demo", "test_browser"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`make test` runs `-n 2`): a module's tests stay in one worker, so that its module fixtures
+    are built once, and the demo's readers share one worker, so that the demo runs once. Modules go out in the
+    order of :func:`pytest_collection_modifyitems` (the longest first), not xdist's (the most tests first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "demo" if Path(module).stem in DEMO_READERS else module
+
+    config.option.loadscopereorder = False
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The demo's readers first, then the modules with slow tests, then the rest: two workers end together."""
+    slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+
+    def rank(item) -> int:
+        module = item.module.__name__
+        return 0 if module.rsplit(".", 1)[-1] in DEMO_READERS else 1 if module in slow else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
@@ -101,16 +140,40 @@ def airflow_db():
     return os.environ["AIRFLOW_HOME"]
 
 
+@pytest.fixture
+def payments_topic(kafka_broker) -> str:
+    """The default registry's `payments` topic, deleted with what an earlier test produced (a test's producer
+    creates it again)."""
+    delete_topics(kafka_broker, ["payments"])
+    return "payments"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory) -> str:
+    """A real Kafka broker for the session, started and stopped by `lakehouse kafka up` / `down`; its bootstrap."""
+    from tests.support.helpers import run_cli
+
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(tmp_path_factory.mktemp("kafka") / "lakehouse")}
+    up = run_cli(["kafka", "up"], env, timeout=180)
+    assert up.returncode == 0, up.stderr[-3000:]
+    bootstrap = up.stdout.strip()
+    assert bootstrap == os.environ["LAKEHOUSE_KAFKA_BOOTSTRAP"], up.stdout
+    yield bootstrap
+    down = run_cli(["kafka", "down"], env, timeout=120)
+    assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
+
+
 @dataclass(frozen=True)
 class DemoRun:
     settings: Settings
     env: dict
     result: subprocess.CompletedProcess  # `lakehouse demo`'s exit code, stdout and stderr
     run_id: str  # the lakehouse_backfill run it made, in this session's Airflow metadata DB
+    messages: dict[str, int]  # the messages it produced, per Kafka source (counted on the topic right after)
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory, airflow_db) -> DemoRun:
+def demo(tmp_path_factory, airflow_db, kafka_broker) -> DemoRun:
     """`lakehouse demo` once per session: every source generated, the whole `lakehouse_backfill` DAG run through
     Airflow (a spark-submit per job: the launch path), quality and the health report. The tests that only read
     its lakehouse share it (tests/test_demo.py); none may change it."""
@@ -120,6 +183,7 @@ def demo(tmp_path_factory, airflow_db) -> DemoRun:
     env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable}
     for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(name, None)
+    delete_topics(kafka_broker, ["payments"])  # the demo's payments are the only ones on its topic
     from airflow.models.asset import AssetActive
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
@@ -132,7 +196,11 @@ def demo(tmp_path_factory, airflow_db) -> DemoRun:
     with create_session() as session:
         run_id = session.scalar(select(DagRun.run_id).where(DagRun.dag_id == "lakehouse_backfill")
                                 .order_by(DagRun.id.desc()).limit(1))
-    return DemoRun(replace(load_settings(), root=root), env, result, run_id or "")
+    from include.kafka.offsets import topic_ranges
+
+    on_topic = topic_ranges(kafka_broker, ("payments",))["payments"]
+    return DemoRun(replace(load_settings(), root=root), env, result, run_id or "",
+                   {"payments": sum(r.latest - r.earliest for r in on_topic)})
 
 
 @pytest.fixture

@@ -356,7 +356,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert refused.state == DagRunState.SUCCESS  # like a rejected run: nothing applied, the plan task says why
     [row] = [r for r in checkpoint_audit.outcomes(settings) if r["actor"] == f"dag:checkpoint_reset/{refused.run_id}"]
     assert (row["job"], row["outcome"]) == ("gold_user_activity_5m", "refused") and row["detail"] == (
-        "reset-checkpoint needs exactly one of --from-version, --from-timestamp, --from-latest"), row
+        "reset-checkpoint needs exactly one of --from-version, --from-timestamp, --from-latest, --from-earliest"), row
     alerts = settings.layout.ops_table("alerts")
     assert not delta_store.table_exists(alerts) or not [
         a for a in delta_store.read_table(alerts).to_pylist() if a.get("run_id") == refused.run_id]

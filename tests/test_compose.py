@@ -57,3 +57,20 @@ def test_image_installs_the_pinned_requirements_and_delta_jars():
                 if "==" in line and not line.startswith("#"))
     assert 'ARG DELTA_VERSION=' + pins["delta_spark"] in dockerfile
     assert f"<version>{pins['delta_spark']}</version>" in pom  # the Python package and the jars match
+
+
+def test_kafka_service_is_the_connection_the_jobs_use():
+    compose = load_compose()
+    services, env = compose["services"], compose["services"]["airflow-scheduler"]["environment"]
+    kafka = services["kafka"]["environment"]
+    assert kafka["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    connection = json.loads(env["AIRFLOW_CONN_KAFKA_DEFAULT"])
+    assert connection["conn_type"] == "kafka"
+    assert connection["extra"]["bootstrap.servers"] == env["LAKEHOUSE_KAFKA_BOOTSTRAP"] == "kafka:9092"
+    embedded = json.loads((REPO / "include" / "airflow" / "connections.json").read_text())["kafka_default"]
+    assert embedded["conn_type"] == "kafka" and set(embedded["extra"]) == set(connection["extra"])
+    pom = (REPO / "include" / "jars" / "pom.xml").read_text()
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for artifact in ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "kafka-clients",
+                     "commons-pool2"):
+        assert f"<artifactId>{artifact}</artifactId>" in pom and artifact in dockerfile

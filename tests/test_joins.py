@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from include import checkpoints
-from include.generator import GeneratorConfig, write_landing
+from include.generator import GeneratorConfig, produce_to_topic
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
@@ -43,11 +43,13 @@ def expected_join(settings, registry):
     return pairs, unmatched, within
 
 
-def land_both(settings, events: int = 3000, seed: int = 31, files: int = 6):
-    """Clickstream (no late lines) and the payments of its purchases."""
+def land_both(settings, topic: str, events: int = 3000, seed: int = 31, files: int = 6):
+    """Clickstream (no late lines) as landing files, and the payments of its purchases on the Kafka topic."""
+    from include.kafka.connection import bootstrap_servers
+
     generate(settings, events=events, seed=seed, files=files, late_fraction=0.0)
     config = GeneratorConfig(events=events, seed=seed, files=files, late_fraction=0.0)
-    return write_landing(settings.layout.landing("landing/payments"), "payments", config)
+    return produce_to_topic(bootstrap_servers(settings), topic, "payments", config)
 
 
 def assert_join_is_exact(settings, registry):
@@ -71,8 +73,8 @@ def assert_join_is_exact(settings, registry):
     assert unpaid_orders <= set(unmatched)
 
 
-def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry):
-    payments = land_both(settings)
+def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry, payments_topic):
+    payments = land_both(settings, payments_topic)
     assert payments.kinds["paid"] and payments.kinds["paid_late"] and payments.kinds["unpaid"]
     for job_id in JOBS:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
@@ -84,8 +86,9 @@ def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, 
     assert DeltaTable(str(settings.layout.table("gold/order_payments"))).version() == version
 
 
-def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
-    land_both(settings, events=2000, seed=32, files=4)
+def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env,
+                                                           payments_topic):
+    land_both(settings, payments_topic, events=2000, seed=32, files=4)
     for job_id in JOBS[:-1]:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
     job_id = JOBS[-1]
@@ -113,7 +116,7 @@ PAYMENT_JOB = {  # payments (left) with the purchases (right) paid up to 20 minu
 }
 
 
-def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings, raw):
+def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings, raw, payments_topic):
     import copy
 
     from include.quality import run_quality
@@ -125,7 +128,7 @@ def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings
         job["sink"]["table"] = f"gold/payments_{how}"
         raw["jobs"][f"gold_payments_{how}"] = job
     registry = build_registry(raw)
-    land_both(settings, events=2000, seed=41, files=4)
+    land_both(settings, payments_topic, events=2000, seed=41, files=4)
     for job_id in (*JOBS[:-1], "gold_payments_inner", "gold_payments_right_outer", "gold_payments_full_outer"):
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
 

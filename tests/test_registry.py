@@ -413,3 +413,33 @@ def test_a_list_where_a_name_belongs_is_named(raw):
     assert "source 'clickstream': event_time: must be a column name, got ['event_time']" in problems
     assert "event_time: must be a column name, got ['event_time']" in problems.split("clickstream'", 1)[1]
     assert "transform.processor: unknown processor ['fraud_alerts']" in problems
+
+
+def test_kafka_sources_and_their_mistakes(registry, raw):
+    bronze = registry.job("bronze_payments")
+    assert bronze.source.kind == "kafka" and bronze.source.kafka.topics == ("payments",)
+    assert bronze.source.kafka.connection == "kafka_default" and bronze.source.kafka.fail_on_data_loss
+    assert bronze.source.admission(False) == Admission(max_offsets=10000)
+    assert bronze.source.admission(True) == Admission(max_offsets=200000)
+    assert {"_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp"} <= set(bronze.output_schema)
+    assert "_source_file" not in bronze.output_schema
+
+    raw["sources"]["payments"]["kafka"] = {"topics": ["a", "b c"], "starting_offsets": "yesterday",
+                                           "fail_on_data_loss": "no", "group": "x"}
+    raw["sources"]["payments"]["path"] = "landing/payments"
+    raw["jobs"]["bronze_payments"]["source"]["max_files_per_trigger"] = 3
+    raw["jobs"]["bronze_clickstream"]["source"]["max_offsets_per_trigger"] = 3
+    raw["jobs"]["bronze_logins"]["source"] = {"kafka": "logins"}
+    found = "\n".join(problems_of(raw))
+    assert "source 'payments': kafka: unknown fields ['group']" in found
+    assert "source 'payments': kafka.topics: topic names are 1-249 characters" in found
+    assert "source 'payments': a Kafka source has topics, not a path" in found
+    assert "job 'bronze_payments': source.max_files_per_trigger: a kafka source is admitted by max_offsets_per_trigger" \
+        in found
+    assert ("job 'bronze_clickstream': source.max_offsets_per_trigger: a landing source is admitted by "
+            "max_files_per_trigger or max_bytes_per_trigger") in found
+    assert "job 'bronze_logins': source.kafka: source 'logins' is a landing source: name it with `landing: logins`" \
+        in found
+    raw["sources"]["payments"]["kafka"] = {"topic": "payments", "starting_offsets": "yesterday"}
+    assert any("kafka.starting_offsets: must be earliest, latest or an ISO-8601 timestamp, got 'yesterday'" in p
+               for p in problems_of(raw))

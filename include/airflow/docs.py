@@ -25,7 +25,9 @@ def data_docs_url(page: str = "index.html") -> str:
 def job_doc(settings: Settings, registry: Registry, job: JobSpec, trigger: str) -> str:
     """Markdown shown in the Airflow UI for a job's task."""
     source = " and ".join(
-        f"landing files `{settings.layout.landing(s.path)}`" if s.kind == "landing" else f"new commits of Delta table `{s.name}`"
+        f"landing files `{settings.layout.landing(s.path)}`" if s.kind == "landing"
+        else f"Kafka topic(s) `{s.path}` (connection `{s.kafka.connection}`)" if s.kind == "kafka"
+        else f"new commits of Delta table `{s.name}`"
         for s in job.sources
     )
     writes = ", ".join(f"`{t}` (`{settings.layout.table(t)}`)" for t in job.tables_written())

@@ -167,8 +167,8 @@ class QualityCheckOperator(BaseOperator):
         summary, page, failures = validate_tables(tables, full=bool(params.get("full")), origin=origin)
         self.report_link = data_docs_path(page)
         self.log.info("data quality %s; report: %s", summary, data_docs_url(page))
-        self.log.info("the report is also one click away: this task's Details tab, Extra Links → \"%s\" (it opens in a "
-                      "new tab), and Browse → Data quality reports", QualityReportLink.name)
+        self.log.info("the report is also one click away: this task's Details tab, Extra Links → \"%s\" (its page "
+                      "links back to this task), and Browse → Data quality reports", QualityReportLink.name)
         if failures:
             raise AirflowException(f"blocking data-quality failures: {', '.join(failures)}; "
                                    f"report: {data_docs_url(page)}")

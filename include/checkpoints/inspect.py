@@ -45,7 +45,7 @@ def inspect(settings: Settings, registry: Registry, job: JobSpec,
         batch = max(upto) if upto else None
         sinks.append({"table": table, "last_batch_written": batch,
                       "delta_version": versions[batch] if batch is not None else None})
-    plan = plan_job(job, registry, checkpoint)
+    plan = plan_job(job, registry, checkpoint, settings=settings)
     return {
         "job": job.id,
         "checkpoint": str(checkpoint),

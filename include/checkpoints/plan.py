@@ -12,6 +12,11 @@ registry and each changed field is classified:
 - ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, output schema, the sink:
   state and table must be rebuilt from all source data, and so must every job downstream.
 
+A job reading Kafka is also checked against its topics on the broker (given the settings): partitions added
+since the checkpoint are read from their start (``resume``, said in the note); a topic deleted and re-created,
+partitions lost, or unread messages deleted by retention (unless the source allows data loss) need
+``reset-checkpoint`` at a chosen position (include/kafka/offsets.py).
+
 The plan's mode is the most demanding one among the changes.
 """
 
@@ -23,12 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from include.registry import JobSpec, Registry, StreamJoin
+from include.settings import Settings
 
 MODES = ("resume", "repartition", "reset-checkpoint", "full-refresh")
 PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
 FINGERPRINT_FILE = "lakehouse_fingerprint.json"
 START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
 FINGERPRINT_VERSION = 1
+DELTA_POSITIONS = "--from-latest|--from-version V|--from-timestamp T"
+KAFKA_POSITIONS = "--from-earliest|--from-latest|--from-timestamp T"
 
 # fingerprint field -> (mode its change needs, why)
 FIELDS: dict[str, tuple[str, str]] = {
@@ -125,6 +133,7 @@ class Plan:
     changes: tuple[Change, ...] = ()
     downstream: tuple[str, ...] = ()  # jobs that must follow a full refresh
     note: str = ""
+    positions: str = DELTA_POSITIONS  # where a reset-checkpoint of this job may start
 
     @property
     def command(self) -> str:
@@ -133,7 +142,7 @@ class Plan:
             return ""
         if self.mode == PENDING:
             return f"lakehouse checkpoint resume-action {self.job}"
-        position = " --from-latest|--from-version V|--from-timestamp T" if self.mode == "reset-checkpoint" else ""
+        position = f" {self.positions}" if self.mode == "reset-checkpoint" else ""
         cascade = " --cascade" if self.downstream else ""
         return f"lakehouse checkpoint {self.mode} {self.job}{position}{cascade}"
 
@@ -158,12 +167,14 @@ def _short(value: Any) -> str:
 
 
 def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[str, Any] | None = None,
-             pinned_partitions: int | None = None, inside_action: str | None = None) -> Plan:
+             pinned_partitions: int | None = None, inside_action: str | None = None,
+             settings: Settings | None = None) -> Plan:
     """The plan for starting `job` on `checkpoint` with the registry as it is now.
 
     `recorded` is the checkpoint's fingerprint (read from it when None); `pinned_partitions` the shuffle
     partitions Spark pinned in its offset log (for checkpoints made before fingerprints were kept);
-    `inside_action` the id of the checkpoint action that runs the job (its own journal does not block it).
+    `inside_action` the id of the checkpoint action that runs the job (its own journal does not block it);
+    `settings` (where the broker is) lets a Kafka job's offsets be checked against its topics.
     """
     from include import checkpoints
     from include.checkpoints.journal import pending_for_checkpoint
@@ -184,9 +195,35 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[
         Change(name, recorded.get(name), current[name], *FIELDS[name])
         for name in FIELDS if recorded.get(name) != current[name]
     )
+    kafka = [source for source in job.sources if source.kind == "kafka"]
+    positions = KAFKA_POSITIONS if kafka else DELTA_POSITIONS
+    if kafka and settings is not None:
+        topic_changes, topic_notes = _kafka_changes(settings, kafka, Path(checkpoint))
+        changes += topic_changes
+        note = "; ".join(filter(None, (note, *topic_notes)))
     mode = max((c.mode for c in changes), key=MODES.index, default="resume")
     downstream = tuple(downstream_jobs(registry, job.id)) if mode == "full-refresh" else ()
-    return Plan(job.id, mode, changes, downstream, note)
+    return Plan(job.id, mode, changes, downstream, note, positions)
+
+
+def _kafka_changes(settings: Settings, sources: list, checkpoint: Path) -> tuple[tuple[Change, ...], list[str]]:
+    """The changes (and notes) the checkpoint's Kafka offsets need against the topics on the broker."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.connection import bootstrap_servers
+    from include.kafka.offsets import check_checkpoint
+
+    changes, notes = [], []
+    for source in sources:
+        bootstrap = bootstrap_servers(settings, source.kafka.connection)
+        try:
+            check = check_checkpoint(bootstrap, source.kafka.topics, checkpoint, source.kafka.fail_on_data_loss)
+        except BrokerError as exc:
+            notes.append(f"Kafka offsets not checked: {exc}")
+            continue
+        notes.extend(check.notes)
+        changes.extend(Change("kafka offsets", check.read, check.on_broker, "reset-checkpoint", problem)
+                       for problem in check.problems)
+    return tuple(changes), notes
 
 
 def downstream_jobs(registry: Registry, job_id: str) -> list[str]:
@@ -203,6 +240,12 @@ class PlanRequired(ValueError):
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        topics = [c.reason for c in plan.changes if c.field == "kafka offsets"]
+        if topics and len(topics) == len(plan.changes):  # nothing in the registry changed: the topic did
+            super().__init__(
+                f"job {plan.job!r} cannot resume its checkpoint: {'; '.join(topics)}; ways out: `{plan.command}` "
+                f"(keeps its tables), or `lakehouse checkpoint full-refresh {plan.job}` (rebuilds them)")
+            return
         super().__init__(
             f"job {plan.job!r} cannot resume its checkpoint: the registry changed what its state depends on; "
             f"apply the plan with `{plan.command}` first\n{plan.render()}"

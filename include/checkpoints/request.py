@@ -70,11 +70,13 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          destructive=True,
          options=(Option("cascade", "also rebuild every downstream job (required when there are any)"),)),
     Mode("reset-checkpoint", "keep the sink table, new checkpoint at a source position", destructive=True, options=(
-        Option("from_version", "a version of the job's source table", arguments.non_negative_int, group=POSITION,
-               param_type="integer", minimum=0),
-        Option("from_timestamp", "the first version committed at or after this time (ISO-8601, e.g. "
-                                 "2026-11-23T10:00:00Z)", _iso_timestamp, group=POSITION, param_type="string"),
-        Option("from_latest", "only what is committed from now on", group=POSITION),
+        Option("from_version", "a version of the job's source table (a Delta source)", arguments.non_negative_int,
+               group=POSITION, param_type="integer", minimum=0),
+        Option("from_timestamp", "the first version committed (a Kafka source: in each partition, the first message "
+                                 "produced) at or after this time (ISO-8601, e.g. 2026-11-23T10:00:00Z)",
+               _iso_timestamp, group=POSITION, param_type="string"),
+        Option("from_latest", "only what is committed (produced) from now on", group=POSITION),
+        Option("from_earliest", "every message still on the topic (a Kafka source)", group=POSITION),
     )),
     Mode("repartition", "move the state to the registry's state_store.shuffle_partitions (nothing reprocessed)",
          refused_flags=(("--partitions", "repartition takes the count from the registry's "
@@ -142,7 +144,7 @@ class CheckpointRequest:
 
     @property
     def position(self) -> tuple[str, Any] | None:
-        """reset-checkpoint's start: (`version` | `timestamp` | `latest`, its value or True)."""
+        """reset-checkpoint's start: (`version` | `timestamp` | `latest` | `earliest`, its value or True)."""
         given = [(o.name.removeprefix("from_"), self.options[o.name]) for o in MODES[self.mode].options
                  if o.group == POSITION and o.name in self.options]
         return given[0] if given else None

@@ -35,7 +35,8 @@ class ExitCode(IntEnum):
 
 def job_environment(settings: Settings) -> dict[str, str]:
     """What a job process needs beyond the launcher's environment: the lakehouse, the registry, the
-    batch hooks, and this interpreter (which has the project's packages) for the driver and workers."""
+    batch hooks, the Kafka broker, and this interpreter (which has the project's packages) for the driver and
+    workers."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     env = {
         "LAKEHOUSE_ROOT": str(settings.root),
@@ -50,6 +51,8 @@ def job_environment(settings: Settings) -> dict[str, str]:
         env["LAKEHOUSE_BATCH_HOOKS"] = settings.batch_hooks
     if settings.spark_java_options:  # the job's own processes (a checkpoint action's runs) start drivers too
         env["LAKEHOUSE_SPARK_JAVA_OPTIONS"] = settings.spark_java_options
+    if settings.kafka_bootstrap_set:  # the broker the launcher was told of, not the connection's
+        env["LAKEHOUSE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
     return env
 
 
@@ -83,12 +86,15 @@ def report_failure(command: str, exc: Exception) -> int:
     """For a failure a user can fix: write one line naming it to stderr and return its exit code.
     Anything else is re-raised with its traceback."""
 
+    from include.kafka.broker import BrokerError
     from include.ops.lease import LeaseHeld
     from include.registry import RegistryError
     from include.spark_session import JavaError
 
     if isinstance(exc, LeaseHeld):
         code, message = ExitCode.REFUSED, str(exc)
+    elif isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
+        code, message = ExitCode.FAILED, str(exc)
     elif isinstance(exc, KeyError):
         code, message = ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)
     elif isinstance(exc, RegistryError | JavaError | ValueError):

@@ -14,6 +14,7 @@ import logging
 import time
 
 from include.checkpoints.plan import PENDING, plan_job
+from include.kafka.connection import unreachable_broker
 from include.ops import lease
 from include.ops.alerts import record_alert
 from include.ops.bookkeeping import read_state, update_state
@@ -25,7 +26,7 @@ from include.settings import Settings
 log = logging.getLogger(__name__)
 
 ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted", "breached", "refused", "stopped",
-           "blocked")
+           "blocked", "waiting")
 CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
 
 
@@ -37,7 +38,8 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     consecutive restarts done); alerted (unhealthy, alert-only policy or a problem a restart does
     not fix); breached (running, with a state-health problem: :data:`include.ops.health.STATE_HEALTH`); refused (another writer holds the lease); stopped (stopped by request, stays so);
     blocked (not running, and its checkpoint plan is not `resume`, or a checkpoint action on it is unfinished: a
-    person must act first); refused also while a checkpoint action holds the job.
+    person must act first); refused also while a checkpoint action holds the job; waiting (not running, and the
+    broker of its Kafka source does not answer: started, from its checkpoint, once it does; no restart is spent).
     """
     job = registry.job(job_id)
     policy = job.supervision
@@ -87,7 +89,7 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
                   + (f", also {', '.join(p for p in health.problems if p != 'stalled')}"
                      if len(health.problems) > 1 else ""))
     else:
-        plan = plan_job(job, registry, settings.layout.checkpoint(job_id))
+        plan = plan_job(job, registry, settings.layout.checkpoint(job_id), settings=settings)
         if plan.mode == PENDING:
             alert(f"not started: {plan.note}")
             return "blocked"
@@ -95,6 +97,12 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
             alert(f"not started: its checkpoint plan is {plan.mode} ({', '.join(c.field for c in plan.changes)} "
                   f"changed in the registry); apply it with `{plan.command}` first")
             return "blocked"
+        down = unreachable_broker(settings, job)
+        if down:
+            message = f"{down}: not started until it answers (its checkpoint keeps its place)"
+            log.warning("%s: %s", job_id, message)
+            alert(message, "warning")
+            return "waiting"
         if health.heartbeat is None or status in CLEAN_STATUSES:
             try:
                 pid = start_job(settings, registry, job_id)
@@ -136,3 +144,4 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
         return "refused"
     alert(f"{reason}; restarted as pid {pid} (consecutive restart {restarts} of at most {policy.max_restarts})")
     return "restarted"
+

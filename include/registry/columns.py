@@ -38,6 +38,15 @@ QUARANTINE_SCHEMA: dict[str, str] = {
     "_ingested_at": "timestamp",
 }
 BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}
+# A Kafka source's bronze rows carry their message's coordinates instead of a file (its quarantine rows name them in
+# `_source_file`: kafka:<topic>/<partition>/<offset>).
+KAFKA_BRONZE_COLUMNS: dict[str, str] = {
+    "_kafka_topic": "string",
+    "_kafka_partition": "int",
+    "_kafka_offset": "long",
+    "_kafka_timestamp": "timestamp",
+    "_ingested_at": "timestamp",
+}
 # Columns Delta's change data feed adds to a table's rows (`read_change_feed: true`).
 CHANGE_FEED_COLUMNS: dict[str, str] = {
     "_change_type": "string",

@@ -1,7 +1,7 @@
 """What one validation of a registry document shares: its problems and what is known so far.
 
 Every parser takes the :class:`LoadContext`, records problems into it (all are reported at once) and
-reads the document-wide facts from it: the defaults, the landing sources, which job writes each
+reads the document-wide facts from it: the defaults, the landing and Kafka sources, which job writes each
 table, and the schema and event time of each table already validated.
 """
 
@@ -22,7 +22,7 @@ T = TypeVar("T")
 class LoadContext:
     problems: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, SourceSpec] = field(default_factory=dict)  # the `sources:` section: landing inputs by name
+    sources: dict[str, SourceSpec] = field(default_factory=dict)  # the `sources:` section: landing and Kafka inputs
     writers: dict[str, str] = field(default_factory=dict)  # table -> its (first) writer
     writer_sinks: dict[str, dict] = field(default_factory=dict)  # sink table -> its writer's raw sink
     table_schemas: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> schema (validated writers)

@@ -20,7 +20,7 @@ from include.registry.graph import declared_tables, dependency_order
 from include.registry.operations import parse_quality, parse_state_store, parse_supervision, parse_triggers
 from include.registry.processors import PROCESSORS
 from include.registry.sinks import parse_sink
-from include.registry.sources import parse_landing_sources, parse_source
+from include.registry.sources import parse_source, parse_sources
 from include.registry.specs import JobSpec, Registry, StatefulProcess, StreamJoin
 from include.registry.transforms import RIGHT_INPUT_KINDS, parse_transform
 from include.registry.vocabulary import IDENTIFIER
@@ -65,7 +65,7 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     ctx.unknown_fields("defaults", defaults, ("triggers", "state_store", "supervision", "backfill"))
     if not isinstance(defaults.get("backfill") or {}, dict):
         ctx.problem("defaults.backfill", "must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
-    ctx.sources = parse_landing_sources(ctx, raw.get("sources") or {})
+    ctx.sources = parse_sources(ctx, raw.get("sources") or {})
     raw_jobs = raw.get("jobs") or {}
     if not isinstance(raw_jobs, dict) or not raw_jobs:
         ctx.problems.append("'jobs' must be a non-empty mapping of job id to job")

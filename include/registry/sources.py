@@ -1,7 +1,8 @@
-"""The inputs of jobs: the `sources:` section (landing files) and each job's `source:` (and a join's `right:`).
+"""The inputs of jobs: the `sources:` section (landing files, Kafka topics) and each job's `source:` (and a join's
+`right:`).
 
-A job's source names exactly one kind of input (:data:`SOURCE_KINDS`: a landing source, or a Delta
-table another job writes); the fields common to every kind (admission limits, backfill limits,
+A job's source names exactly one kind of input (:data:`SOURCE_KINDS`: a landing source, a Kafka source, or a
+Delta table another job writes); the fields common to every kind (admission limits, backfill limits,
 watermark, event time, change feed) are parsed here once. Adding an input kind is one entry.
 """
 
@@ -9,21 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from include.registry.columns import CHANGE_FEED_COLUMNS, COLUMN_TYPES
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration, parse_size
-from include.registry.specs import Admission, SourceSpec
+from include.registry.specs import Admission, KafkaTopics, SourceSpec
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024**2
 MAX_LINE_BYTES_LIMIT = 1024**3
-ADMISSION_FIELDS = ("max_files_per_trigger", "max_bytes_per_trigger")
+ADMISSION_FIELDS = ("max_files_per_trigger", "max_bytes_per_trigger", "max_offsets_per_trigger")
+KAFKA_FIELDS = ("topic", "topics", "connection", "starting_offsets", "fail_on_data_loss")
+SOURCE_FIELDS = ("path", "kafka", "format", "schema", "required", "event_time", "max_line_bytes")
 _COMMON_FIELDS = (*ADMISSION_FIELDS, "read_change_feed", "watermark", "event_time", "backfill")
 
 
-def parse_landing_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
-    """The `sources:` section: each landing source as the spec its jobs start from (no job's limits yet)."""
+def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
+    """The `sources:` section: each landing or Kafka source as the spec its jobs start from (no job's limits yet)."""
     if not isinstance(raw, dict):
         ctx.problems.append("'sources' must be a mapping of source name to source")
         return {}
@@ -33,6 +37,10 @@ def parse_landing_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
         if not isinstance(src, dict):
             ctx.problem(where, "must be a mapping")
             continue
+        ctx.unknown_fields(where, src, SOURCE_FIELDS)
+        kafka = _kafka_topics(ctx, where, src["kafka"]) if "kafka" in src else None
+        if "kafka" in src and "path" in src:
+            ctx.problem(where, "a Kafka source has topics, not a path")
         fmt = src.get("format", "json")
         if fmt != "json":
             ctx.problem(where, f"format: {fmt!r} is not supported (supported: json)")
@@ -57,11 +65,59 @@ def parse_landing_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
         except ValueError as exc:
             ctx.problem(where, f"max_line_bytes: {exc}")
         sources[name] = SourceSpec(
-            kind="landing", name=name, path=src.get("path", f"landing/{name}"), format=fmt, schema=schema,
+            kind="kafka" if "kafka" in src else "landing", name=name,
+            path=",".join(kafka.topics) if kafka else src.get("path", f"landing/{name}"), format=fmt, schema=schema,
             required=tuple(required), event_time=event_time, watermark_seconds=None, max_files_per_trigger=None,
-            max_line_bytes=max_line,
+            max_line_bytes=None if "kafka" in src else max_line, kafka=kafka,
         )
     return sources
+
+
+def _kafka_topics(ctx: LoadContext, where: str, raw: Any) -> KafkaTopics | None:
+    """A source's `kafka:` mapping: `topic` or `topics`, `connection`, `starting_offsets`, `fail_on_data_loss`."""
+    at = f"{where}: kafka"
+    if not isinstance(raw, dict):
+        ctx.problem(at, "must be a mapping with 'topic' (or 'topics'), and optionally 'connection', "
+                    "'starting_offsets', 'fail_on_data_loss'")
+        return None
+    ctx.unknown_fields(at, raw, KAFKA_FIELDS)
+    if ("topic" in raw) == ("topics" in raw):
+        ctx.problem(at, "give exactly one of 'topic' (a name) or 'topics' (a list of names)")
+        return None
+    topics = [raw["topic"]] if "topic" in raw else raw["topics"]
+    if not isinstance(topics, list) or not topics or not all(_topic_name(t) for t in topics):
+        ctx.problem(f"{at}.{'topic' if 'topic' in raw else 'topics'}", "topic names are 1-249 characters of "
+                    f"letters, digits, '.', '_' and '-', got {raw.get('topic', raw.get('topics'))!r}")
+        return None
+    connection = raw.get("connection", "kafka_default")
+    if not isinstance(connection, str) or not connection:
+        ctx.problem(f"{at}.connection", f"must be an Airflow connection id, got {connection!r}")
+        connection = "kafka_default"
+    starting = raw.get("starting_offsets", "earliest")
+    if starting not in ("earliest", "latest"):
+        try:
+            parse_timestamp(starting)
+        except ValueError:
+            ctx.problem(f"{at}.starting_offsets", f"must be earliest, latest or an ISO-8601 timestamp, got {starting!r}")
+            starting = "earliest"
+    fail = ctx.flag(f"{at}.fail_on_data_loss", raw.get("fail_on_data_loss", True), True)
+    return KafkaTopics(tuple(topics), connection, str(starting), fail)
+
+
+def _topic_name(name: Any) -> bool:
+    return (isinstance(name, str) and 0 < len(name) < 250 and name not in (".", "..")
+            and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """An ISO-8601 timestamp (a naive one is UTC); ValueError otherwise."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    else:
+        raise ValueError(f"not a timestamp: {value!r}")
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _schema(ctx: LoadContext, where: str, raw: Any) -> dict[str, str]:
@@ -74,15 +130,22 @@ def _schema(ctx: LoadContext, where: str, raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def _landing(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
-    name = raw["landing"]
-    if name not in ctx.sources:
-        ctx.problem(f"{at}.landing", f"unknown source {name!r} (known: {sorted(ctx.sources)})")
-        return None
-    if change_feed:
-        ctx.problem(f"{at}.read_change_feed", "only a Delta table source has a change data feed")
-    src = ctx.sources[name]
-    return replace(src, schema=dict(src.schema), event_time=raw.get("event_time", src.event_time))
+def _named_source(kind: str) -> Callable[[LoadContext, str, dict, bool], SourceSpec | None]:
+    """The resolver of `source: {<kind>: <name>}`: a source of that kind in the `sources:` section."""
+    def resolve(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
+        name = raw[kind]
+        known = sorted(n for n, s in ctx.sources.items() if s.kind == kind)
+        if name not in ctx.sources:
+            ctx.problem(f"{at}.{kind}", f"unknown source {name!r} (known: {known})")
+            return None
+        src = ctx.sources[name]
+        if src.kind != kind:
+            ctx.problem(f"{at}.{kind}", f"source {name!r} is a {src.kind} source: name it with `{src.kind}: {name}`")
+            return None
+        if change_feed:
+            ctx.problem(f"{at}.read_change_feed", "only a Delta table source has a change data feed")
+        return replace(src, schema=dict(src.schema), event_time=raw.get("event_time", src.event_time))
+    return resolve
 
 
 def _table(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
@@ -125,9 +188,11 @@ class SourceKind:
 
 
 SOURCE_KINDS: dict[str, SourceKind] = {  # the field that names the input -> its kind
-    "landing": SourceKind("'landing' (a source name)", _landing, one_limit=True),
+    "landing": SourceKind("'landing' (a source name)", _named_source("landing"), one_limit=True),
+    "kafka": SourceKind("'kafka' (a source name)", _named_source("kafka")),
     "table": SourceKind("'table'", _table),
 }
+_LIMITS_OF = {"kafka": ("max_offsets_per_trigger",)}  # the admission fields of a kind (others: files and bytes)
 
 
 def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") -> SourceSpec | None:
@@ -140,6 +205,7 @@ def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") 
     given = [k for k in SOURCE_KINDS if k in raw]
     live = _admission(ctx, at, raw)
     for kind in given:
+        _check_limits(ctx, at, kind, raw)
         if SOURCE_KINDS[kind].one_limit and live.max_files and live.max_bytes:
             ctx.problem(at, f"a {kind} source is admitted by max_files_per_trigger or max_bytes_per_trigger, not "
                         "both (Spark's file source takes one)")
@@ -151,6 +217,11 @@ def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") 
         backfill_raw = (raw["backfill"] if "backfill" in raw else defaults) or {}  # the source's own wins
         if backfill_raw:
             backfill = _admission(ctx, f"{at}.backfill", backfill_raw, strict=True)
+            if "backfill" in raw:
+                for kind in given:
+                    _check_limits(ctx, f"{at}.backfill", kind, backfill_raw)
+            elif given and given[0] == "kafka":  # the defaults' file and byte limits mean nothing to a topic
+                backfill = Admission(max_offsets=backfill.max_offsets) if backfill.max_offsets else None
     change_feed = ctx.flag(f"{at}.read_change_feed", raw.get("read_change_feed", False), False)
     watermark = ctx.optional(at, raw, "watermark", parse_duration)
     if len(given) != 1:
@@ -165,7 +236,16 @@ def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") 
     if spec.event_time is not None and spec.schema.get(spec.event_time) != "timestamp":
         ctx.problem(f"{at}.event_time", f"{spec.event_time!r} is not a timestamp column of the source")
     return replace(spec, watermark_seconds=watermark, max_files_per_trigger=live.max_files,
-                   max_bytes_per_trigger=live.max_bytes, read_change_feed=change_feed, backfill=backfill)
+                   max_bytes_per_trigger=live.max_bytes, max_offsets_per_trigger=live.max_offsets,
+                   read_change_feed=change_feed, backfill=backfill)
+
+
+def _check_limits(ctx: LoadContext, at: str, kind: str, raw: dict) -> None:
+    """Admission fields that mean nothing to the source kind (a topic has no files; a landing source no offsets)."""
+    allowed = _LIMITS_OF.get(kind, ("max_files_per_trigger", "max_bytes_per_trigger"))
+    for name in ADMISSION_FIELDS:
+        if name in raw and name not in allowed:
+            ctx.problem(f"{at}.{name}", f"a {kind} source is admitted by {' or '.join(allowed)}")
 
 
 def _admission(ctx: LoadContext, where: str, raw: dict, strict: bool = False) -> Admission:
@@ -175,4 +255,7 @@ def _admission(ctx: LoadContext, where: str, raw: dict, strict: bool = False) ->
     max_files = raw.get("max_files_per_trigger")
     if max_files is not None:
         max_files = ctx.positive_int(f"{where}.max_files_per_trigger", max_files)
-    return Admission(max_files, ctx.optional(where, raw, "max_bytes_per_trigger", parse_size))
+    max_offsets = raw.get("max_offsets_per_trigger")
+    if max_offsets is not None:
+        max_offsets = ctx.positive_int(f"{where}.max_offsets_per_trigger", max_offsets)
+    return Admission(max_files, ctx.optional(where, raw, "max_bytes_per_trigger", parse_size), max_offsets)

@@ -19,13 +19,24 @@ class Admission:
 
     max_files: int | None = None
     max_bytes: int | None = None
+    max_offsets: int | None = None  # a Kafka source: messages per micro-batch, over all partitions
+
+
+@dataclass(frozen=True)
+class KafkaTopics:
+    """Where a Kafka source reads: its topics on the broker of an Airflow connection."""
+
+    topics: tuple[str, ...]
+    connection: str = "kafka_default"  # LAKEHOUSE_KAFKA_BOOTSTRAP overrides its bootstrap.servers
+    starting_offsets: str = "earliest"  # of a new checkpoint: earliest | latest | an ISO-8601 timestamp
+    fail_on_data_loss: bool = True  # false: Spark goes on past lost offsets, each loss an _ops/alerts row
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: str  # "landing" or "delta"
-    name: str  # landing source name, or the upstream table
-    path: str  # relative to LAKEHOUSE_ROOT
+    kind: str  # "landing", "kafka" or "delta"
+    name: str  # landing or Kafka source name, or the upstream table
+    path: str  # relative to LAKEHOUSE_ROOT (a Kafka source: its topics, comma-separated)
     format: str | None
     schema: dict[str, str]
     required: tuple[str, ...]
@@ -36,11 +47,13 @@ class SourceSpec:
     read_change_feed: bool = False  # a Delta table read through its change data feed (an upserted table)
     backfill: Admission | None = None  # admission of available-now runs; None: the limits above
     max_line_bytes: int | None = None  # landing: longer lines are not read (quarantined as line_too_long)
+    kafka: KafkaTopics | None = None  # a Kafka source's topics
+    max_offsets_per_trigger: int | None = None  # a Kafka source's admission
 
     def admission(self, available_now: bool) -> Admission:
         """The limits of a micro-batch under the given trigger. Spark's file source takes one of files and
         bytes: a landing source admitted by bytes has no file limit."""
-        limits = Admission(self.max_files_per_trigger, self.max_bytes_per_trigger)
+        limits = Admission(self.max_files_per_trigger, self.max_bytes_per_trigger, self.max_offsets_per_trigger)
         if available_now and self.backfill is not None:
             limits = self.backfill
         if self.kind == "landing" and limits.max_bytes:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES
+from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, KAFKA_BRONZE_COLUMNS
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration
 from include.registry.processors import PROCESSORS
@@ -181,9 +181,9 @@ def _aggregate_type(fn: str, column_type: str | None) -> str:
 
 
 def _parse_json(ctx: LoadContext, where: str, raw: dict, source: SourceSpec, right: SourceSpec | None) -> Parsed:
-    if source.kind != "landing":
-        ctx.problem(where, "transform.kind: parse_json needs a landing source")
-    return ParseJson(), {**source.schema, **BRONZE_EXTRA_COLUMNS}
+    if source.kind not in ("landing", "kafka"):
+        ctx.problem(where, "transform.kind: parse_json needs a landing or Kafka source")
+    return ParseJson(), {**source.schema, **(KAFKA_BRONZE_COLUMNS if source.kind == "kafka" else BRONZE_EXTRA_COLUMNS)}
 
 
 def _parse_deduplicate(ctx: LoadContext, where: str, raw: dict, source: SourceSpec,

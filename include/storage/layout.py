@@ -15,6 +15,7 @@
     _reports/gx/                  the GE project the quality runs use
     _reports/health/              the pipeline-health report (include/ops/health_report.py)
     _reports/demo/                `lakehouse demo`'s Airflow log
+    _kafka/                       the broker `lakehouse kafka up` starts: data/ (its log segments), broker.log
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ class Layout:
     @property
     def demo_log(self) -> Path:
         return self.reports / "demo" / "airflow.log"
+
+    @property
+    def kafka(self) -> Path:
+        return self.root / "_kafka"
 
     @property
     def spark_warehouse(self) -> Path:

@@ -174,7 +174,7 @@ def prune(settings: Settings, job_id: str, keep: int) -> None:
 
 def audit_row(ctx: ActionContext, job: JobSpec, mode: str, actor: str) -> dict:
     """The `_ops/checkpoint_audit` row of `job`, with its plan and state before the action."""
-    plan = plan_job(job, ctx.registry, ctx.checkpoint(job.id))
+    plan = plan_job(job, ctx.registry, ctx.checkpoint(job.id), settings=ctx.settings)
     return {"at": datetime.now(UTC), "actor": actor, "job": job.id, "mode": mode,
             "dry_run": ctx.request.dry_run, "outcome": "", "detail": "",
             "plan": json.dumps(plan.as_dict(), default=str), "archived_to": None,

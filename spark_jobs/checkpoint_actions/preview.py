@@ -62,7 +62,7 @@ def preview(settings: Settings, registry: Registry, request: CheckpointRequest) 
         job = registry.job(item.job)
         downstream = tuple(downstream_jobs(registry, job.id))
         previews.append(JobPreview(
-            job.id, plan_job(job, registry, settings.layout.checkpoint(job.id)), effects[job.id],
+            job.id, plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings), effects[job.id],
             tuple(_table_now(settings, t) for t in job.tables_written()), downstream,
             all(d in targets for d in downstream), _runs_now(settings, job.id), action.undo(ctx, job, item)))
     return previews

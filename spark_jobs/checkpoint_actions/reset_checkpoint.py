@@ -1,6 +1,7 @@
 """reset-checkpoint: keep the sink table, move the checkpoint aside, and start a new one at a position of the
-job's source tables (a version, a timestamp, or the latest): what lies between the old position and the new one
-is missed or read again, and the description says which."""
+job's source tables (a version, a timestamp, or the latest) or of its Kafka topics (the earliest offsets, a
+timestamp, or the latest): what lies between the old position and the new one is missed or read again, and the
+description says which."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ class ResetCheckpoint(ModeAction):
         if any(s.kind == "landing" for s in job.sources):
             raise ActionRefused(f"job {job.id!r} reads landing files, which have no versions to start from: use "
                                 "full-refresh (it keeps no state worth keeping) or move new files in only")
+        if any(s.kind == "kafka" for s in job.sources):
+            return {"starting": kafka_position(ctx, job, kind, value)}
+        if kind == "earliest":
+            raise ActionRefused(f"job {job.id!r} reads Delta tables: --from-earliest is for Kafka sources; use "
+                                "--from-version (e.g. 0), --from-timestamp or --from-latest")
         if kind == "version" and len(job.sources) > 1:
             raise ActionRefused(f"job {job.id!r} reads {len(job.sources)} tables: --from-version names a version "
                                 "of one table; use --from-timestamp or --from-latest")
@@ -54,6 +60,23 @@ class ResetCheckpoint(ModeAction):
 def reset(ctx: ActionContext, prepared: Prepared) -> None:
     move_aside(ctx.settings, prepared)
     write_start_position(ctx.checkpoint(prepared.job), prepared.data["starting"])
+
+
+def kafka_position(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> dict[str, str]:
+    """Kafka reader options of a new checkpoint at the position, once the broker and the topics answer."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.connection import bootstrap_servers
+    from include.kafka.offsets import require_topics, starting_options
+
+    if kind == "version":
+        raise ActionRefused(f"job {job.id!r} reads a Kafka topic, which has no versions: use --from-earliest, "
+                            "--from-timestamp or --from-latest")
+    for source in job.sources:
+        try:
+            require_topics(bootstrap_servers(ctx.settings, source.kafka.connection), source.kafka.topics)
+        except BrokerError as exc:
+            raise ActionRefused(f"job {job.id!r}: {exc}") from None
+    return starting_options(value if kind == "timestamp" else kind)
 
 
 def check_position(table: Path, name: str, kind: str, value: Any, job_id: str) -> None:
@@ -96,6 +119,8 @@ def position_effect(ctx: ActionContext, job: JobSpec) -> str:
     from include.storage import delta as delta_store
 
     kind, value = ctx.request.position
+    if any(s.kind == "kafka" for s in job.sources):
+        return kafka_effect(ctx, job, kind, value)
     checkpoint = ctx.checkpoint(job.id)
     batch = checkpoints.latest_committed_batch(checkpoint)
     offsets = [json.loads(o) for o in checkpoints.source_offsets(checkpoint, batch)] if batch is not None else []
@@ -120,6 +145,23 @@ def position_effect(ctx: ActionContext, job: JobSpec) -> str:
                       "again")
         parts.append(f"{done}; from now on {effect}")
     return "; ".join(parts)
+
+
+def kafka_effect(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> str:
+    """What a reset of a Kafka job to the position may miss or repeat, against what the old checkpoint had read."""
+    from include.kafka.offsets import checkpoint_offsets
+
+    read = checkpoint_offsets(ctx.checkpoint(job.id))
+    done = ("the old checkpoint had read " + "; ".join(f"{topic} up to offsets {offsets}" for topic, offsets in
+                                                       read.items()) if read else "the old checkpoint had read nothing")
+    effect = {
+        "earliest": "every message still on the topic is read: messages the old checkpoint had read and the topic "
+                    f"still holds are written to {job.sink.table} again (a re-created topic holds new messages only)",
+        "latest": "only messages produced from now on are read: those not read yet are missed",
+        "timestamp": f"each partition is read from its first message produced at or after {value}: messages between "
+                     "the old position and that one are missed, those after it read again",
+    }[kind]
+    return f"{done}; from now on {effect}"
 
 
 END_INDEX = 2**63 - 1  # Delta's offset index once a version's files are all read

@@ -43,7 +43,7 @@ def lineage(registry, landing_source: str = "clickstream") -> list[str]:
     jobs: list[str] = []
     for job_id in registry.order:
         sources = registry.job(job_id).sources
-        if all(s.name == landing_source if s.kind == "landing" else registry.writer_of(s.name).id in jobs
+        if all(s.name == landing_source if s.kind in ("landing", "kafka") else registry.writer_of(s.name).id in jobs
                for s in sources):
             jobs.append(job_id)
     return jobs

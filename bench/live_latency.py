@@ -1,0 +1,156 @@
+"""Benchmark: end-to-end latency of live jobs reading Kafka, from a message's production to its row in silver and
+to the finalized window in gold.
+
+    .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2]
+
+A broker (`lakehouse kafka up`'s code, on free ports) and three live job processes (`lakehouse run <job> --trigger
+"processing-time=<trigger> seconds"`): bronze_clickstream reading the topic `clickstream`, silver_clickstream
+(dedup within a 10-second watermark) and gold_user_activity_5m with 10-second windows (watermark 5 s), from a copy
+of the registry. A producer sends clickstream events stamped with the time they are produced, at `--rate` events
+per second for `--seconds`. Latencies come from the tables: silver rows carry the message's Kafka timestamp
+(`_kafka_timestamp`) and Delta's change data feed gives each row's commit time; a gold window is final when its
+row is committed, measured from the window's end (the earliest it could be final: the watermark delay is part of
+the figure). Reports p50 / p95 / p99 and the rate silver sustained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from include.kafka import broker  # noqa: E402
+from include.kafka.produce import ensure_topic  # noqa: E402
+from include.settings import load_settings  # noqa: E402
+
+JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
+
+
+def bench_registry(path: Path) -> None:
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["jobs"] = {job: raw["jobs"][job] for job in JOBS}
+    raw["sources"] = {"clickstream": {**{k: v for k, v in raw["sources"]["clickstream"].items() if k != "path"},
+                                      "kafka": {"topic": "clickstream", "starting_offsets": "earliest"}}}
+    raw["jobs"]["bronze_clickstream"]["source"] = {"kafka": "clickstream", "max_offsets_per_trigger": 200000}
+    raw["jobs"]["silver_clickstream"]["source"]["watermark"] = "10 seconds"
+    gold = raw["jobs"]["gold_user_activity_5m"]
+    gold["source"]["watermark"] = "5 seconds"
+    gold["transform"]["window"] = "10 seconds"
+    gold["sink"]["properties"] = {**gold["sink"].get("properties", {}), "delta.enableChangeDataFeed": "true"}
+    gold.pop("quality", None)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def produce(bootstrap: str, rate: int, seconds: int, produced: list[int]) -> None:
+    """Events stamped with now, at `rate` per second; `produced` gets the count."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    users = [f"u{n:03d}" for n in range(200)]
+    started, sent = time.monotonic(), 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while sent < due:
+            user = random.choice(users)
+            event = {"event_id": uuid.uuid4().hex, "user_id": user, "event_type": "click", "value": 1.0,
+                     "event_time": datetime.now(UTC).isoformat()}
+            producer.produce("clickstream", json.dumps(event).encode(), key=user.encode())
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.005)
+    producer.flush(60)
+    produced.append(sent)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    pick = (lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)) if ordered else (lambda q: None)
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "count": len(ordered)}
+
+
+def changes(table: Path):
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(table)).load_cdf(starting_version=0).read_all().to_pylist()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=int, default=120)
+    parser.add_argument("--trigger", type=int, default=2, help="processing-time trigger interval, seconds")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
+           "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap, "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
+    os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP")})
+    bench_registry(work / "jobs.yaml")
+    settings = load_settings()
+    broker.up(settings, bootstrap)
+    jobs = []
+    try:
+        ensure_topic(bootstrap, "clickstream", 4)
+        for job in JOBS:
+            log = (work / f"{job}.log").open("w")
+            jobs.append(subprocess.Popen(
+                [sys.executable, "-m", "include.cli", "run", job, "--trigger", f"processing-time={args.trigger} seconds"],
+                env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        silver = settings.layout.table("silver/clickstream")
+        deadline = time.monotonic() + 300  # the three drivers start (their first, empty batches)
+        while not all((settings.layout.heartbeat(job)).exists() for job in JOBS) or not (silver / "_delta_log").is_dir():
+            if time.monotonic() > deadline or any(p.poll() is not None for p in jobs):
+                raise SystemExit(f"the live jobs did not start; logs in {work}")
+            time.sleep(1)
+        time.sleep(3 * args.trigger)
+        produced: list[int] = []
+        producer = threading.Thread(target=produce, args=(bootstrap, args.rate, args.seconds, produced))
+        started = time.monotonic()
+        producer.start()
+        producer.join()
+        deadline = time.monotonic() + 180
+        from include.storage import delta as delta_store
+
+        while delta_store.count_rows(silver) < produced[0] and time.monotonic() < deadline:
+            time.sleep(1)
+        caught_up = time.monotonic() - started
+        time.sleep(20)  # the last windows: 10 s long, final 5 s after their end, plus a trigger or two
+    finally:
+        for process in jobs:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in jobs:
+            process.wait(timeout=180)
+        broker.down(settings)
+    silver_rows = [r for r in changes(settings.layout.table("silver/clickstream")) if r["_change_type"] == "insert"]
+    silver_latency = [(r["_commit_timestamp"] - r["_kafka_timestamp"]).total_seconds() for r in silver_rows]
+    gold_rows = [r for r in changes(settings.layout.table("gold/user_activity_5m")) if r["_change_type"] == "insert"]
+    gold_latency = [(r["_commit_timestamp"] - r["window_end"]).total_seconds() for r in gold_rows]
+    print(json.dumps({
+        "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger, "produced": produced[0],
+        "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),
+        "silver_rate_sustained": round(len(silver_rows) / caught_up, 1),
+        "produced_to_silver_seconds": percentiles(silver_latency),
+        "window_end_to_gold_seconds": percentiles(gold_latency),
+        "silver_p95_target_seconds": 2 * args.trigger + 2,
+        "work": str(work),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

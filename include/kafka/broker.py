@@ -1,0 +1,271 @@
+"""A single-node Kafka broker (KRaft, combined broker + controller) run from Kafka's jars: `lakehouse kafka up |
+down | status`.
+
+Its data directory is formatted once and kept under `LAKEHOUSE_ROOT/_kafka/` with the broker's log, its
+server.properties and its pid file. It listens on `LAKEHOUSE_KAFKA_BOOTSTRAP` (127.0.0.1:9092 by default); its
+controller on the next port. Whether a broker *answers* is asked with Kafka's protocol (confluent-kafka's admin
+client), never inferred from a pid.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 90.0
+STOP_TIMEOUT_SECONDS = 60.0
+BROKER_HEAP = "-Xms256m -Xmx768m"
+LOG_CONFIG = Path(__file__).with_name("broker_log4j2.properties")
+
+
+class BrokerError(RuntimeError):
+    """The broker cannot be started or reached; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class BrokerFiles:
+    """Where `lakehouse kafka up` keeps a broker's files (Layout.kafka)."""
+
+    home: Path
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "broker.log"
+
+    @property
+    def pid(self) -> Path:
+        return self.home / "broker.pid"
+
+
+def host_port(bootstrap: str) -> tuple[str, int]:
+    """The first server of a bootstrap list."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    return host, int(port)
+
+
+def answers(bootstrap: str, timeout: float = 3.0) -> bool:
+    """A broker at `bootstrap` answers a metadata request."""
+    try:
+        list_topics(bootstrap, timeout)
+    except BrokerError:
+        return False
+    return True
+
+
+def list_topics(bootstrap: str, timeout: float = 5.0) -> list[Topic]:
+    """The topics (not Kafka's internal ones) with their partition counts; BrokerError when none answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000),
+                         "logger": LIBRDKAFKA_LOG})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerError(f"no Kafka broker answers at {bootstrap} ({exc.args[0].str()})") from None
+    return sorted((Topic(name, len(t.partitions)) for name, t in metadata.topics.items() if not name.startswith("__")),
+                  key=lambda t: t.name)
+
+
+# librdkafka's own lines ("Connect to ... failed: Connection refused", repeated while a broker starts or is down):
+# the callers say it once, in their words.
+LIBRDKAFKA_LOG = logging.getLogger(f"{__name__}.librdkafka")
+LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+
+def server_properties(files: BrokerFiles, host: str, port: int) -> str:
+    """KRaft combined mode, one node: replication factors and min ISR 1 for Kafka's own topics."""
+    controller = f"{host}:{port + 1}"
+    return "\n".join([
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.bootstrap.servers={controller}",
+        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{controller}",
+        f"advertised.listeners=PLAINTEXT://{host}:{port}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"log.dirs={files.data}",
+        "num.partitions=1",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        "auto.create.topics.enable=false",  # a typo in a topic name is an error, not a new empty topic
+        "log.retention.hours=-1",  # the lakehouse's demo data is small: keep it until topics are deleted
+        "",
+    ])
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise BrokerError("Java is missing: Kafka's broker needs a Java 17+ runtime (apt-get install "
+                          "openjdk-17-jre-headless, or set JAVA_HOME)")
+    return java
+
+
+def _classpath(settings: Settings) -> str:
+    jars = sorted(settings.kafka_jars_dir.glob("*.jar"))
+    if not any(j.name.startswith("kafka_2.13-") for j in jars):
+        raise BrokerError(f"Kafka's broker jars are missing in {settings.kafka_jars_dir}: run `make` (it fetches them "
+                          "once, include/jars/kafka-broker.pom.xml)")
+    return os.pathsep.join(str(j) for j in jars)
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port_pair() -> int:
+    """A port p with p and p + 1 free on 127.0.0.1: a private broker's listener and its controller's (the
+    tests' and benchmarks' brokers)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port < 65535 and not _port_taken("127.0.0.1", port) and not _port_taken("127.0.0.1", port + 1):
+            return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+
+
+def _java_command(settings: Settings, main: str, *args: str) -> list[str]:
+    return [_java(), *BROKER_HEAP.split(), f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+            "-cp", _classpath(settings), main, *args]
+
+
+def _format(settings: Settings, files: BrokerFiles) -> None:
+    """Format the data directory once (a KRaft broker refuses an unformatted one)."""
+    if (files.data / "meta.properties").exists():
+        return
+    files.data.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(_java_command(settings, "kafka.tools.StorageTool", "format", "--standalone", "-t",
+                                          str(uuid.uuid4()), "-c", str(files.properties)),
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BrokerError(f"formatting {files.data} failed: {last[0]}")
+
+
+def running_pid(files: BrokerFiles) -> int | None:
+    """The pid of the broker `up` started, while that process lives."""
+    try:
+        pid = int(files.pid.read_text().strip())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+    return pid
+
+
+def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
+    """Start the broker in the background unless one answers at `bootstrap`; wait until it answers.
+    Returns (started, message); raises BrokerError saying why it cannot start."""
+    files = BrokerFiles(settings.layout.kafka)
+    if answers(bootstrap):
+        return False, f"a Kafka broker already answers at {bootstrap}"
+    host, port = host_port(bootstrap)
+    for taken in (port, port + 1):
+        if _port_taken(host, taken):
+            raise BrokerError(f"port {taken} on {host} is taken by another program (the broker needs {port} and "
+                              f"{port + 1} for its controller): free it, or set LAKEHOUSE_KAFKA_BOOTSTRAP to another "
+                              "host:port")
+    files.home.mkdir(parents=True, exist_ok=True)
+    files.properties.write_text(server_properties(files, host, port))
+    _format(settings, files)
+    command = _java_command(settings, "kafka.Kafka", str(files.properties))
+    with files.log.open("a") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)  # outlives this command
+    files.pid.write_text(f"{process.pid}\n")
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BrokerError(f"the broker exited at start (code {process.returncode}): {_last_error(files.log)}; "
+                              f"log: {files.log}")
+        if answers(bootstrap, timeout=1.0):
+            return True, f"Kafka broker up at {bootstrap} (pid {process.pid}; data {files.data}; log {files.log})"
+        time.sleep(0.5)
+    _terminate(process.pid)
+    raise BrokerError(f"the broker did not answer at {bootstrap} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+
+
+def down(settings: Settings) -> str:
+    """Stop the broker `up` started (SIGTERM: a controlled shutdown), waiting until it has exited."""
+    files = BrokerFiles(settings.layout.kafka)
+    pid = running_pid(files)
+    if pid is None:
+        files.pid.unlink(missing_ok=True)
+        return f"no broker started by `lakehouse kafka up` runs (pid file {files.pid})"
+    _terminate(pid)
+    files.pid.unlink(missing_ok=True)
+    return f"Kafka broker stopped (pid {pid})"
+
+
+def _terminate(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.2)
+    log.warning("the broker (pid %s) did not stop within %.0f s: killing it", pid, STOP_TIMEOUT_SECONDS)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)  # our child (started by this process): reap it
+        if finished:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split()[2] == "Z")
+
+
+def _last_error(log_file: Path) -> str:
+    lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "ERROR" in line or "Exception" in line]
+    return (errors or lines or ["no output"])[-1][:400]
