@@ -88,10 +88,11 @@ def pytest_configure(config):
         if key.startswith("AIRFLOW"):
             os.environ[key] = value
     # The session's Kafka broker (the `kafka_broker` fixture starts it when a test first needs it) listens on free ports
-    # of its own: one per xdist worker, none shared with a broker the developer runs.
+    # of its own: one per xdist worker (a worker inherits its controller's environment: chosen again here), never a
+    # broker the developer runs (the tests delete topics).
     from include.kafka.broker import free_port_pair
 
-    os.environ.setdefault("LAKEHOUSE_KAFKA_BOOTSTRAP", f"127.0.0.1:{free_port_pair()}")
+    os.environ["LAKEHOUSE_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{free_port_pair()}"
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
     # even when the previous test stored one seconds ago (Airflow throttles that to every 30 s).
     os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
@@ -142,9 +143,12 @@ def airflow_db():
 
 @pytest.fixture
 def payments_topic(kafka_broker) -> str:
-    """The default registry's `payments` topic, deleted with what an earlier test produced (a test's producer
-    creates it again)."""
+    """The default registry's `payments` topic, empty: deleted with what an earlier test of the worker produced, and
+    created again with 3 partitions."""
+    from include.kafka.produce import ensure_topic
+
     delete_topics(kafka_broker, ["payments"])
+    ensure_topic(kafka_broker, "payments", 3)
     return "payments"
 
 

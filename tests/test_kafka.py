@@ -98,8 +98,8 @@ def assert_every_message_once(settings, bootstrap: str, topic: str) -> None:
 
 def test_payments_from_kafka_backfill_then_live_equal_the_oracle(spark, settings, kafka_registry, kafka_broker):
     registry, topic = kafka_registry
-    generate(settings, events=2000, seed=41, files=4, late_fraction=0.0)
-    produced = produce(kafka_broker, topic, events=2000, seed=41)
+    generate(settings, events=1200, seed=41, files=4, late_fraction=0.0)
+    produced = produce(kafka_broker, topic, events=1200, seed=41)
     produce_raw(kafka_broker, topic, list(ODD_MESSAGES))
     for job_id in JOBS:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
@@ -124,7 +124,7 @@ def test_payments_from_kafka_backfill_then_live_equal_the_oracle(spark, settings
     assert {t: DeltaTable(str(settings.layout.table(t))).version() for t in versions} == versions
 
     # Live: the same definition under a processing-time trigger reads what arrives next, then stops on request.
-    produce(kafka_broker, topic, events=600, seed=42)
+    produce(kafka_broker, topic, events=400, seed=42)
     expected = len(topic_offsets(kafka_broker, topic))
     stop = threading.Event()
 
@@ -157,11 +157,11 @@ def test_partitions_added_to_the_topic_are_read_from_their_start(spark, settings
     from confluent_kafka.admin import AdminClient, NewPartitions
 
     registry, topic = kafka_registry
-    produce(kafka_broker, topic, events=600, seed=44, partitions=2)
+    produce(kafka_broker, topic, events=400, seed=44, partitions=2)
     run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
     admin = AdminClient({"bootstrap.servers": kafka_broker})
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
-    produce(kafka_broker, topic, events=1200, seed=45)
+    produce(kafka_broker, topic, events=800, seed=45)
     assert {p for p, _ in topic_offsets(kafka_broker, topic)} == {0, 1, 2, 3}
 
     plan = run_cli(["checkpoint", "plan", "bronze_payments"], lakehouse_env)
