@@ -41,8 +41,8 @@ from include.settings import load_settings  # noqa: E402
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
 
-def bench_registry(path: Path) -> None:
-    raw = yaml.safe_load(load_settings().registry_path.read_text())
+def bench_registry(base: Path, path: Path) -> None:
+    raw = yaml.safe_load(base.read_text())
     raw["jobs"] = {job: raw["jobs"][job] for job in JOBS}
     raw["sources"] = {"clickstream": {**{k: v for k, v in raw["sources"]["clickstream"].items() if k != "path"},
                                       "kafka": {"topic": "clickstream", "starting_offsets": "earliest"}}}
@@ -83,10 +83,16 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "count": len(ordered)}
 
 
+def utc(moment: datetime) -> datetime:
+    """Delta's change feed gives commit times without a zone: they are UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def changes(table: Path):
+    import pyarrow as pa
     from deltalake import DeltaTable
 
-    return DeltaTable(str(table)).load_cdf(starting_version=0).read_all().to_pylist()
+    return pa.table(DeltaTable(str(table)).load_cdf(starting_version=0).read_all()).to_pylist()
 
 
 def main() -> None:
@@ -99,8 +105,8 @@ def main() -> None:
     bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
     env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
            "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap, "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
+    bench_registry(load_settings().registry_path, work / "jobs.yaml")
     os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP")})
-    bench_registry(work / "jobs.yaml")
     settings = load_settings()
     broker.up(settings, bootstrap)
     jobs = []
@@ -138,9 +144,9 @@ def main() -> None:
             process.wait(timeout=180)
         broker.down(settings)
     silver_rows = [r for r in changes(settings.layout.table("silver/clickstream")) if r["_change_type"] == "insert"]
-    silver_latency = [(r["_commit_timestamp"] - r["_kafka_timestamp"]).total_seconds() for r in silver_rows]
+    silver_latency = [(utc(r["_commit_timestamp"]) - utc(r["_kafka_timestamp"])).total_seconds() for r in silver_rows]
     gold_rows = [r for r in changes(settings.layout.table("gold/user_activity_5m")) if r["_change_type"] == "insert"]
-    gold_latency = [(r["_commit_timestamp"] - r["window_end"]).total_seconds() for r in gold_rows]
+    gold_latency = [(utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds() for r in gold_rows]
     print(json.dumps({
         "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger, "produced": produced[0],
         "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,9 @@ log = logging.getLogger(__name__)
 
 def is_delta_table(path: Path) -> bool:
     return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+
+
+CONCURRENT_CREATE_SECONDS = 30.0
 
 
 def ensure_table(spark: SparkSession, path: Path, columns: dict[str, str], partition_by: tuple[str, ...] = (),
@@ -37,7 +41,12 @@ def ensure_table(spark: SparkSession, path: Path, columns: dict[str, str], parti
             builder.execute()
             log.info("created Delta table %s", path)
         except Exception:
-            if not is_delta_table(path):  # not a concurrent creation by another job: a real failure
+            # Jobs started together create their shared tables together: the loser sees the winner's directory
+            # before its first commit. Wait for that commit; without one it is a real failure.
+            deadline = time.monotonic() + CONCURRENT_CREATE_SECONDS
+            while not is_delta_table(path) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not is_delta_table(path):
                 raise
         return
     table = DeltaTable.forPath(spark, str(path))
