@@ -26,6 +26,7 @@ from include.airflow.operators import (
     LakehouseSparkSubmitOperator,
     MaintenanceOperator,
     QualityCheckOperator,
+    SharedDriverOperator,
 )
 from include.checkpoints.request import APPLIED_MODES, MODES, param_specs
 from include.quality.suites import quality_tables
@@ -39,6 +40,8 @@ def on_cron(cron: str) -> CronTriggerTimetable:
     active-run slot from the person's manual run."""
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=timedelta(0))
 GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
+# The backfill's jobs that drain and stop by themselves share one driver (`run_jobs`)
+SHARED_DRIVER_JOBS = [j for j in REGISTRY.order if REGISTRY.jobs[j].triggers["backfill"].available_now]
 WRITERS = {t: [w.id for w in REGISTRY.writers_of(t)] for t in GOLD_TABLES}
 
 HEALTH_REPORT_DOC = f"""Rebuilds the pipeline-health report, `{SETTINGS.layout.health_report_index}`: per job, charts
@@ -64,6 +67,9 @@ BACKFILL_DOC = f"""
 
 Catches every streaming job up with an **available-now** trigger: each job processes what has
 landed since its last run, in dependency order ({" → ".join(REGISTRY.order)}), and stops.
+`run_jobs` runs them all in **one Spark application** (one driver start, not one per job); each job's own task
+then shows how its job ended, with its summary line, and runs the job itself (a driver of its own) when `run_jobs`
+did not finish it, or on a retry.
 
 - **Schedule**: hourly, no catch-up, one active run at a time.
 - **Touches**: the Delta tables under `{SETTINGS.root}` (each is an Airflow Asset updated by the
@@ -111,6 +117,14 @@ with DAG(
         return list(REGISTRY.order)
 
     selection = select_jobs()
+    shared = SharedDriverOperator(
+        task_id="run_jobs", job_ids=SHARED_DRIVER_JOBS, settings=SETTINGS,
+        doc_md="Runs the selected jobs in **one Spark application**, one after another in dependency order: one "
+               "driver start instead of one per job. Its log has every job's batches; each job's own task then "
+               "shows how its job ended (and its summary line). A job it did not finish (failed, refused, or the "
+               "driver lost) runs in its own task, in a driver of its own, so a retry or a cleared job task never "
+               "needs this one.")
+    selection >> shared
     tasks = {}
     for job_id in REGISTRY.order:
         job = REGISTRY.jobs[job_id]
@@ -124,7 +138,7 @@ with DAG(
             trigger_rule="none_failed",
             doc_md=job_doc(SETTINGS, REGISTRY, job, trigger),
         )
-        selection >> tasks[job_id]
+        shared >> tasks[job_id]
         for upstream in REGISTRY.upstream(job_id):
             tasks[upstream] >> tasks[job_id]
 

@@ -44,8 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--partitions", type=arguments.positive_int, default=3,
                      help="--to kafka: partitions of a topic created for it (an existing topic keeps its own)")
 
-    add_run_arguments(sub.add_parser("run", help="run one registry job as a streaming query (as spark-submit "
-                                                 "spark_jobs/entrypoints/run_job.py does)"))
+    add_run_arguments(sub.add_parser("run", help="run registry jobs as streaming queries (as spark-submit "
+                                                 "spark_jobs/entrypoints/run_job.py does); several jobs share one "
+                                                 "driver, one after another"))
 
     demo = sub.add_parser("demo", help="generate data, run every job available-now, print the summary")
     demo.add_argument("--events", type=arguments.positive_int, default=20000)

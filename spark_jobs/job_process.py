@@ -1,5 +1,6 @@
-"""The entry point of a job process: `spark-submit spark_jobs/entrypoints/run_job.py <job> [--trigger ...]`, which
-both DAGs launch (include.ops.launch), and `lakehouse run <job>`, the same thing in this process.
+"""The entry point of a job process: `spark-submit spark_jobs/entrypoints/run_job.py <job>... [--trigger ...]`, which
+both DAGs launch (include.ops.launch), and `lakehouse run <job>...`, the same thing in this process. Several jobs
+share one driver, one after another (the backfill DAG's `run_jobs`: one JVM start instead of one per job).
 
 Exit codes: see :class:`include.ops.launch.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
 SIGTERM and SIGINT, to this process or to its whole process group, stop the query at its next batch
@@ -13,14 +14,15 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from include import arguments
 from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import PlanRequired, plan_job
 from include.checkpoints.validate import check_job_files
 from include.logging_setup import configure_logging
-from include.ops import lease
-from include.ops.launch import ExitCode, report_failure
+from include.ops import lease, run_outcomes
+from include.ops.launch import ExitCode, classify_failure, report_failure
 from include.registry import load_registry
 from include.settings import Settings, load_settings
 
@@ -28,10 +30,15 @@ log = logging.getLogger("lakehouse")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("job")
+    parser.add_argument("jobs", nargs="+", metavar="job",
+                        help="one job, or several to run one after another in one driver (dependency order, "
+                             "available-now triggers only)")
     parser.add_argument("--trigger", type=arguments.trigger, default=None,
                         help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
     parser.add_argument("--shuffle-partitions", type=arguments.partition_count, default=None)
+    parser.add_argument("--outcomes", type=Path, default=None,
+                        help="write how each job ended to this directory, one JSON file per job "
+                             "(the backfill DAG's run_jobs task)")
     return parser
 
 
@@ -58,15 +65,86 @@ def shield_jvm_from_stop_signals(spark) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    """Run one registry job in this process until it drains (available-now) or is stopped."""
-    from include.kafka.broker import BrokerError
-    from include.kafka.connection import unreachable_broker
-    from include.spark_session import get_spark
+    """Run registry jobs in this process until each drains (available-now) or is stopped.
+
+    One job: its failure is raised (one line and its exit code, from `main`). Several jobs share one driver and run
+    one after another in dependency order: a job that fails or is refused is recorded and the run goes on with the
+    jobs that do not read its tables; the exit code is the first failure's (75 when some were only refused)."""
     from spark_jobs import batch_hooks
-    from spark_jobs.streaming_query import run_job
 
     registry = load_registry(settings.registry_path)
-    job = registry.job(args.job)
+    jobs = [registry.job(j) for j in dict.fromkeys(args.jobs)]
+    if len(jobs) > 1:
+        jobs = [registry.job(j) for j in registry.order if j in {job.id for job in jobs}]
+        refuse_a_shared_driver(jobs, args)
+    if settings.batch_hooks:
+        batch_hooks.install_named(settings.batch_hooks)
+    driver = SharedDriver(settings)
+    if args.outcomes:
+        run_outcomes.clear(args.outcomes)
+    outcomes: dict[str, run_outcomes.Outcome] = {}
+    codes: list[int] = []
+    for job in jobs:
+        blocked = [u for u in registry.upstream(job.id) if u in outcomes and outcomes[u].status in ("failed", "not_run")]
+        if driver.stop.is_set() or blocked:
+            why = f"upstream {', '.join(blocked)} did not run in this run" if blocked else "the run was stopped first"
+            outcome = run_outcomes.Outcome(job.id, "not_run", why)
+        else:
+            try:
+                outcome = run_one(settings, registry, job, args, driver)
+            except Exception as exc:
+                if len(jobs) == 1 and not args.outcomes:
+                    raise
+                code, line = classify_failure(exc) or (ExitCode.FAILED, str(exc).splitlines()[0][:500])
+                if code != ExitCode.REFUSED:
+                    log.error("job=%s failed", job.id, exc_info=exc)
+                sys.stderr.write(f"lakehouse run: {job.id}: {line}\n")
+                codes.append(code)
+                outcome = run_outcomes.Outcome(job.id, "refused" if code == ExitCode.REFUSED else "failed", line)
+        outcomes[job.id] = outcome
+        if args.outcomes:
+            run_outcomes.record(args.outcomes, outcome)
+    if len(jobs) > 1:
+        log.info("jobs run in this driver: %s", ", ".join(f"{o.job} {o.status}" for o in outcomes.values()))
+    failures = [c for c in codes if c != ExitCode.REFUSED]
+    return failures[0] if failures else ExitCode.REFUSED if codes else ExitCode.OK
+
+
+def refuse_a_shared_driver(jobs: list, args: argparse.Namespace) -> None:
+    """Several jobs share a driver one after another: each must end by itself (available-now)."""
+    if args.shuffle_partitions is not None:
+        raise ValueError("--shuffle-partitions applies to one job: run the jobs one at a time")
+    live = [j.id for j in jobs if not (args.trigger or j.triggers["backfill"]).available_now]
+    if live:
+        raise ValueError(f"several jobs run one after another in one driver, so each must drain and stop "
+                         f"(available-now): {', '.join(live)} would not; run it on its own")
+
+
+class SharedDriver:
+    """The run's SparkSession, started when the first job gets past its checks (a refusal costs no JVM)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.spark = None
+        self.stop = threading.Event()  # replaced by the SIGTERM / SIGINT handler once the driver runs
+
+    def session(self, app_name: str):
+        if self.spark is None:
+            from include.spark_session import get_spark
+
+            self.spark = get_spark(self.settings, app_name=app_name)
+            shield_jvm_from_stop_signals(self.spark)
+            self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
+        return self.spark
+
+
+def run_one(settings: Settings, registry, job, args: argparse.Namespace, driver: SharedDriver) -> run_outcomes.Outcome:
+    """One job in the shared driver: refused before the driver starts when it cannot run (a held lease, an
+    unfinished checkpoint action, damaged checkpoint files, its broker down, a plan other than resume)."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.connection import unreachable_broker
+    from spark_jobs.streaming_query import run_job
+
     trigger = args.trigger or job.triggers["backfill"]
     if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
@@ -79,14 +157,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
         if plan.mode != "resume":
             raise PlanRequired(plan)
-    if settings.batch_hooks:
-        batch_hooks.install_named(settings.batch_hooks)
-    spark = get_spark(settings, app_name=f"lakehouse-{job.id}")
-    shield_jvm_from_stop_signals(spark)
-    stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
-    run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
-            stop_requested=stop)  # its summary line ends the log
-    return ExitCode.OK
+    names = args.jobs if len(args.jobs) == 1 else ["jobs"]
+    spark = driver.session(f"lakehouse-{'-'.join(names)}")
+    result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,
+                     stop_requested=driver.stop)  # its summary line ends its part of the log
+    return run_outcomes.Outcome(job.id, result.status, summary=result.summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,8 +49,11 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "
 def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     bag = dagbag()
     backfill = bag.dags["lakehouse_backfill"]
-    assert [t.task_id for t in backfill.topological_sort()] == ["select_jobs", *registry.order, "quality_check",
-                                                                "health_report"]
+    assert [t.task_id for t in backfill.topological_sort()] == ["select_jobs", "run_jobs", *registry.order,
+                                                                "quality_check", "health_report"]
+    shared = backfill.get_task("run_jobs")  # one driver for the jobs that drain by themselves: every one here
+    assert shared.upstream_task_ids == {"select_jobs"} and shared.job_ids == list(registry.order)
+    assert shared.application.endswith("spark_jobs/entrypoints/run_job.py") and shared._conn_id == "spark_default"
     assert backfill.get_task("health_report").upstream_task_ids == set(registry.order)
     assert backfill.get_task("health_report").trigger_rule == "all_done"
     suites = quality_tables(registry)  # windows, sessions and joins
@@ -59,7 +62,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert gold_jobs and backfill.get_task("quality_check").trigger_rule == "none_failed"
     for job_id in registry.order:
         task = backfill.get_task(job_id)
-        assert task.upstream_task_ids == {"select_jobs", *registry.upstream(job_id)}
+        assert task.upstream_task_ids == {"run_jobs", *registry.upstream(job_id)}
         assert {a.name for a in task.outlets} == set(registry.job(job_id).tables_written())
         assert all(a.uri.startswith(f"file://{lakehouse_root}") for a in task.outlets)
         assert task.application_args == [job_id, "--trigger", "available-now"]
@@ -115,7 +118,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
             assert task.doc_md and task.owner == "data-platform"
             assert task.on_failure_callback
     assert all(t.retries >= 1 for t in backfill.tasks)
-    spark_tasks = [*(backfill.get_task(j) for j in registry.order), *maintenance.tasks,
+    spark_tasks = [*(backfill.get_task(j) for j in ("run_jobs", *registry.order)), *maintenance.tasks,
                    bag.dags["checkpoint_reset"].get_task("apply"), bag.dags["checkpoint_reset"].get_task("verify")]
     assert {t.pool for t in spark_tasks} == {"lakehouse_spark"}  # Spark drivers at once: the pool's slots
     # the report link is on the tasks that validate something, and only there
@@ -123,19 +126,24 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert linked == {"quality_check", *(t.task_id for t in quality.tasks)}
 
 
-def report_link(dag_id: str, run_id: str, task_id: str) -> str:
-    """The "Data quality report" link Airflow stored for a task of a run (operator links live in XCom)."""
+def stored_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
+    """A value a task of a run stored in XCom (operator links live there too)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from include.airflow.operators import QualityReportLink
-
     with create_session() as session:
         value = session.scalar(select(XComModel.value).where(
             XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
-            XComModel.key == QualityReportLink().xcom_key))
-    return json.loads(value) if isinstance(value, str) and value.startswith('"') else value
+            XComModel.key == key))
+    return json.loads(value) if isinstance(value, str) and value[:1] in ('"', "{", "[") else value
+
+
+def report_link(dag_id: str, run_id: str, task_id: str) -> str:
+    """The "Data quality report" link Airflow stored for a task of a run."""
+    from include.airflow.operators import QualityReportLink
+
+    return stored_xcom(dag_id, run_id, task_id, QualityReportLink().xcom_key)
 
 
 @pytest.mark.spark
@@ -152,6 +160,7 @@ def test_a_manual_run_of_a_subset_runs_only_those_jobs(settings, registry, fresh
     assert {states[j] for j in registry.order if j != "bronze_clickstream"} == {TaskInstanceState.SKIPPED}
     tries = {ti.task_id: ti.try_number for ti in subset.get_task_instances()}  # 0: never started, held no slot
     assert tries["bronze_clickstream"] == 1 and {tries[j] for j in registry.order if j != "bronze_clickstream"} == {0}
+    assert stored_xcom("lakehouse_backfill", subset.run_id, "run_jobs") == {"bronze_clickstream": "finished"}
     assert states["quality_check"] == TaskInstanceState.SUCCESS
     assert states["health_report"] == TaskInstanceState.SUCCESS and settings.layout.health_report_index.is_file()
     assert delta_store.count_rows(settings.layout.table("silver/clickstream")) == 0

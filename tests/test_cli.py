@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from include.ops import lease, run_outcomes
 from include.ops.heartbeats import read_heartbeat
 from include.settings import load_settings
 from include.storage import delta as delta_store
@@ -82,7 +83,10 @@ def test_ctrl_c_to_the_process_group_stops_a_live_job_between_batches(settings, 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
+def test_spark_submit_runs_the_same_job_and_several_in_one_driver(settings, lakehouse_env, tmp_path):
+    """spark-submit of the entry point; several jobs share its driver one after another (the backfill's `run_jobs`):
+    a failed job stops only the jobs that read its tables, a refused one (lease held) none, and each job's outcome
+    is recorded."""
     landed = generate(settings, events=600, seed=42, files=2)
     spark_submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
     job = ["spark_jobs/entrypoints/run_job.py", "bronze_clickstream", "--trigger", "available-now"]
@@ -92,13 +96,35 @@ def test_spark_submit_runs_the_same_job(settings, lakehouse_env):
     # spark-submit passes the Python driver's stderr on through its own stdout
     assert "lakehouse run: Delta Lake's classes are not on this spark-submit's class path: pass its jars" in (
         without_jars.stdout + without_jars.stderr)
+
+    former = settings.layout.checkpoint("silver_clickstream") / "offsets"  # refused: the former Python source's
+    former.mkdir(parents=True)
+    (former.parent / "metadata").write_text('{"id":"4a1f4c3e-0d4b-4e5e-9a57-2b1f0c9f8e11"}')
+    (former / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1767225600000,"conf":{}}\n{"version": 3}')
+    outcomes = tmp_path / "outcomes"
+    jobs = ["silver_logins", "gold_user_activity_5m", "bronze_logins", "silver_clickstream", "bronze_clickstream"]
     jars = ",".join(str(j) for j in sorted(load_settings().jars_dir.glob("*.jar")))
-    result = subprocess.run(spark_submit + ["--jars", jars] + job, env=lakehouse_env, cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    held = lease.acquire(settings, "bronze_logins", trigger="processing-time=10 seconds")
+    try:
+        result = subprocess.run(spark_submit + ["--jars", jars, *job[:1], *jobs, "--outcomes", str(outcomes)],
+                                env=lakehouse_env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        held.release()
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]  # the first failure's code: silver's checkpoint is bad input
+    ended = {j: run_outcomes.read(outcomes, j) for j in jobs}
+    assert {j: o.status for j, o in ended.items()} == {
+        "bronze_clickstream": "finished", "silver_clickstream": "failed", "gold_user_activity_5m": "not_run",
+        "bronze_logins": "refused", "silver_logins": "finished"}
+    assert "former Python Delta" in ended["silver_clickstream"].detail
+    assert "upstream silver_clickstream" in ended["gold_user_activity_5m"].detail
+    assert ended["bronze_clickstream"].summary.startswith("job=bronze_clickstream")
+    assert "lakehouse run: silver_clickstream: " in output and "lakehouse run: bronze_logins: " in output
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))
     assert total == landed.lines
+    assert delta_store.count_rows(settings.layout.table("silver/logins")) == 0  # ran, on an empty bronze
+    assert not delta_store.table_exists(settings.layout.table("gold/user_activity_5m"))
 
 
 @pytest.mark.airflow

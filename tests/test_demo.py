@@ -26,10 +26,14 @@ def succeeded(demo) -> None:
     assert demo.result.returncode == 0, demo.result.stderr[-3000:]
 
 
-def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo):
+def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo, registry):
+    from tests.test_airflow import stored_xcom
+
     succeeded(demo)
     settings, result = demo.settings, demo.result
     assert "running lakehouse_backfill through Airflow" in result.stderr
+    # every job ran in the one driver of `run_jobs`; each job's task only reported it
+    assert stored_xcom("lakehouse_backfill", demo.run_id, "run_jobs") == {j: "finished" for j in registry.order}
     for task in ("bronze_clickstream", "gold_user_activity_5m", "quality_check"):  # progress as the run goes
         assert f"  started  {task}" in result.stderr and re.search(rf"  finished {task} in \d+\.\d s", result.stderr)
     assert re.search(r"lakehouse_backfill succeeded in \d+ s", result.stderr), result.stderr[-3000:]

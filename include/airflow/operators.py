@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -21,8 +22,78 @@ from include.ops.launch import (
 from include.settings import Settings
 
 
+def shared_outcomes(settings: Settings, ti) -> Path:
+    """Where a backfill run's `run_jobs` task records how each of its jobs ended."""
+    return settings.layout.run_outcomes(f"{ti.dag_id}/{ti.run_id}")
+
+
+def stop_then_kill(operator: SparkSubmitOperator, settings: Settings, job_ids: list[str]) -> None:
+    """A task kill (the UI, a timeout): ask the jobs to stop at their next batch boundary and wait up to the stop
+    grace for the driver to exit 0; only then does the hook kill (SIGKILL) what is left."""
+    from include.ops import stop_requests
+
+    process = getattr(operator._hook, "_submit_sp", None) if getattr(operator, "_hook", None) else None
+    if process is not None and process.poll() is None:
+        operator.log.info("asking %s to stop at the next batch boundary", ", ".join(job_ids))
+        for job_id in job_ids:
+            stop_requests.request_stop(settings, job_id, "its Airflow task was killed")
+        try:
+            process.wait(timeout=settings.stop_grace_seconds)
+        except subprocess.TimeoutExpired:
+            operator.log.warning("%s did not stop within %.0f s; killing the driver", ", ".join(job_ids),
+                                 settings.stop_grace_seconds)
+
+
+class SharedDriverOperator(SparkSubmitOperator):
+    """`run_jobs`: spark-submit of the run's selected jobs in one Spark application, one after another in dependency
+    order (`run_job.py <job>... --outcomes DIR`): one driver start for the backfill instead of one per job.
+
+    Each job's own task then reads how its job ended (`include.ops.run_outcomes`) and starts no driver when it ran.
+    This task is only the fast path: whatever it did not finish (a job that failed or was refused, or the whole
+    driver lost) its job's own task runs in a driver of its own, and fails or succeeds for it; so this task fails
+    only when it cannot start at all. Jobs whose checkpoint lease another process holds (a live job) are left out."""
+
+    def __init__(self, *, job_ids: list[str], settings: Settings, **kwargs):
+        kwargs.setdefault("pool", SPARK_POOL)
+        super().__init__(application=str(SUBMIT_ENTRY), **submit_kwargs(settings, "lakehouse-backfill", []), **kwargs)
+        self.job_ids = list(job_ids)
+        self.lakehouse_settings = settings
+        self.running: list[str] = []
+
+    def execute(self, context):
+        from airflow.sdk.exceptions import AirflowException
+
+        from include.ops import lease, run_outcomes
+
+        selected = (context.get("params") or {}).get("jobs") or self.job_ids
+        held = [j for j in self.job_ids if j in selected and lease.is_held(self.lakehouse_settings, j)]
+        self.running = [j for j in self.job_ids if j in selected and j not in held]
+        if held:
+            self.log.info("left to their own tasks (another process holds their checkpoint): %s", ", ".join(held))
+        directory = shared_outcomes(self.lakehouse_settings, context["ti"])
+        run_outcomes.clear(directory)
+        if not self.running:
+            return {}
+        self.application_args = [*self.running, "--outcomes", str(directory)]
+        try:
+            super().execute(context)
+        except AirflowException as exc:  # the jobs it did not finish run in their own tasks, which report them
+            self.log.warning("the shared driver did not finish every job (%s); the others run in their own tasks", exc)
+        ended = {j: run_outcomes.read(directory, j) for j in self.running}
+        for job_id, outcome in ended.items():
+            self.log.info("%s: %s", job_id, outcome.summary or f"{outcome.status}: {outcome.detail}" if outcome
+                          else "no outcome (its own task runs it)")
+        return {j: o.status if o else "none" for j, o in ended.items()}
+
+    def on_kill(self) -> None:
+        stop_then_kill(self, self.lakehouse_settings, self.running)
+        super().on_kill()
+
+
 class LakehouseSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of one registry job (`include.ops.launch`), on connection `spark_default`.
+    """A registry job's task: done when its job ran in the run's shared driver (`run_jobs`); otherwise (a retry, a
+    job `run_jobs` did not finish, or one not in it) spark-submit of that one job (`include.ops.launch`), on
+    connection `spark_default`.
 
     Skipped, with the reason, when another process already runs the job (its checkpoint lease is held:
     typically the live job kept up by `lakehouse_live`, which processes the same input itself). That way the
@@ -39,8 +110,18 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context):
         from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-        from include.ops import lease
+        from include.ops import lease, run_outcomes
 
+        ti = context["ti"]
+        outcome = run_outcomes.read(shared_outcomes(self.lakehouse_settings, ti), self.job_id)
+        if outcome is not None and ti.try_number == 1:  # a retry, or a cleared task, runs the job on its own
+            if outcome.ran:
+                self.log.info("ran in this run's shared driver (task run_jobs, whose log has its batches)")
+                self.log.info("%s", outcome.summary)
+                return None
+            if outcome.status == "failed":
+                raise AirflowException(f"job {self.job_id} failed in this run's shared driver (task run_jobs): "
+                                       f"{outcome.detail}; a retry runs it in a driver of its own")
         if lease.is_held(self.lakehouse_settings, self.job_id):
             raise AirflowSkipException(self._running_elsewhere())
         started = datetime.now(UTC)
@@ -63,19 +144,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("%s", beat["summary"])
 
     def on_kill(self) -> None:
-        """A task kill (the UI, a timeout): ask the job to stop at its next batch boundary and wait up to the
-        stop grace for it to exit 0; only then does the hook kill (SIGKILL) what is left."""
-        from include.ops import stop_requests
-
-        process = getattr(self._hook, "_submit_sp", None) if getattr(self, "_hook", None) else None
-        if process is not None and process.poll() is None:
-            self.log.info("asking job %s to stop at its next batch boundary", self.job_id)
-            stop_requests.request_stop(self.lakehouse_settings, self.job_id, "its Airflow task was killed")
-            try:
-                process.wait(timeout=self.lakehouse_settings.stop_grace_seconds)
-            except subprocess.TimeoutExpired:
-                self.log.warning("job %s did not stop within %.0f s; killing it", self.job_id,
-                                 self.lakehouse_settings.stop_grace_seconds)
+        stop_then_kill(self, self.lakehouse_settings, [self.job_id])
         super().on_kill()
 
     def _running_elsewhere(self) -> str:
@@ -86,7 +155,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             return f"{lease.describe_holder(self.job_id, owner)}. Skipped: run the backfill again once it ends"
         return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
                 f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")
-
 
 class MaintenanceOperator(SparkSubmitOperator):
     """spark-submit of table maintenance (OPTIMIZE + VACUUM per table, `spark_jobs/entrypoints/maintain_tables.py`); the

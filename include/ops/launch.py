@@ -82,24 +82,30 @@ def spark_submit_command(settings: Settings, job_id: str, trigger: Trigger | str
     return hook._build_spark_submit_command(str(SUBMIT_ENTRY))
 
 
-def report_failure(command: str, exc: Exception) -> int:
-    """For a failure a user can fix: write one line naming it to stderr and return its exit code.
-    Anything else is re-raised with its traceback."""
-
+def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
+    """The exit code and the one line of a failure a user can fix; None for anything else."""
     from include.kafka.broker import BrokerError
     from include.ops.lease import LeaseHeld
     from include.registry import RegistryError
     from include.spark_session import JavaError
 
     if isinstance(exc, LeaseHeld):
-        code, message = ExitCode.REFUSED, str(exc)
-    elif isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
-        code, message = ExitCode.FAILED, str(exc)
-    elif isinstance(exc, KeyError):
-        code, message = ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)
-    elif isinstance(exc, RegistryError | JavaError | ValueError):
-        code, message = ExitCode.BAD_INPUT, str(exc)
-    else:
+        return ExitCode.REFUSED, str(exc)
+    if isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
+        return ExitCode.FAILED, str(exc)
+    if isinstance(exc, KeyError):
+        return ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)
+    if isinstance(exc, RegistryError | JavaError | ValueError):
+        return ExitCode.BAD_INPUT, str(exc)
+    return None
+
+
+def report_failure(command: str, exc: Exception) -> int:
+    """For a failure a user can fix: write one line naming it to stderr and return its exit code.
+    Anything else is re-raised with its traceback."""
+    known = classify_failure(exc)
+    if known is None:
         raise exc
+    code, message = known
     sys.stderr.write(f"{command}: {message}\n")
     return code

@@ -11,6 +11,7 @@
     _ops/stop_requests/<job>.json a request to stop at the next batch boundary
     _ops/supervisor/<job>.json    the live supervisor's bookkeeping
     _ops/logs/<job>.log           the output of a live job started by the supervisor
+    _ops/run_outcomes/<run>/<job>.json how each job of a several-job driver run ended (the backfill's `run_jobs`)
     _reports/data_docs/           Great Expectations Data Docs
     _reports/gx/                  the GE project the quality runs use
     _reports/health/              the pipeline-health report (include/ops/health_report.py)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class Layout:
 
     def job_log(self, job_id: str) -> Path:
         return self.root / "_ops" / "logs" / f"{job_id}.log"
+
+    def run_outcomes(self, run_key: str) -> Path:
+        """The outcomes of one several-job driver run (`lakehouse run --outcomes`), e.g. a backfill DAG run's."""
+        return self.root / "_ops" / "run_outcomes" / quote(run_key, safe="")
 
     @property
     def reports(self) -> Path:
