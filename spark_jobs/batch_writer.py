@@ -48,6 +48,7 @@ def make_batch_writer(settings: Settings, job: JobSpec,
         batch.persist()
         try:
             written_batch, rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # fills the cache
+            report_data_loss(settings, job, batch, batch_id, app_id)
             batch_hooks.fire(job.id, "before_commit", batch_id)
             gained = {}
             for table, rows in routes(job, written_batch, unread):
@@ -74,6 +75,26 @@ def make_batch_writer(settings: Settings, job: JobSpec,
             shutil.rmtree(landing.reread_dir(settings, job.id, batch_id), ignore_errors=True)
 
     return write_batch
+
+
+def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: int, app_id: str) -> None:
+    """An `_ops/alerts` row per partition whose offsets this batch passed over unread, for the Kafka sources with
+    `fail_on_data_loss: false` (Spark goes on past them with a warning only): never a silent skip. Not again for a
+    batch replayed after a crash that its sink table already holds."""
+    if not any(s.kind == "kafka" and not s.kafka.fail_on_data_loss for s in job.sources) or batch_id == 0:
+        return
+    committed = delta_store.committed_batch(str(settings.layout.table(job.sink.table)), app_id)
+    if committed is not None and committed >= batch_id:
+        return
+    from include.kafka.offsets import batch_offsets, skipped_offsets
+    from include.ops.alerts import record_alert
+
+    checkpoint = settings.layout.checkpoint(job.id)
+    first_read = {(r[0], r[1]): r[2] for r in batch.groupBy("_kafka_topic", "_kafka_partition")
+                  .agg(F.min("_kafka_offset")).collect()}
+    for line in skipped_offsets(batch_offsets(checkpoint, batch_id - 1), batch_offsets(checkpoint, batch_id),
+                                first_read):
+        record_alert(settings, job.id, f"batch {batch_id}: {line}")
 
 
 def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:

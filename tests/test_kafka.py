@@ -320,3 +320,41 @@ def test_a_live_job_waits_for_its_broker_and_resumes_where_its_checkpoint_says(r
     finally:
         stop_job(own, "bronze_payments", "test", wait_seconds=60)
         broker.down(own)
+
+
+def test_retention_loss_is_refused_or_with_fail_on_data_loss_false_one_alert_per_partition(
+        spark, settings, raw, tmp_path, lakehouse_env, kafka_registry, kafka_broker):
+    """Messages deleted (retention: delete-records here) before the job read them: by default the job refuses to
+    start naming the offsets; with `fail_on_data_loss: false` it goes on from the partition's new start and each
+    partition's loss is an `_ops/alerts` row. Every message still on the topic is read once."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from include.checkpoints.plan import PlanRequired
+    from include.kafka.offsets import checkpoint_offsets
+
+    registry, topic = kafka_registry
+    produce(kafka_broker, topic, events=300, seed=48)
+    run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    read_before, _ = read_coordinates(settings)
+    start = checkpoint_offsets(settings.layout.checkpoint("bronze_payments"))[topic][0]
+    produce(kafka_broker, topic, events=300, seed=49)
+    upto = start + 5
+    admin = AdminClient({"bootstrap.servers": kafka_broker})
+    [deleted] = admin.delete_records([TopicPartition(topic, 0, upto)]).values()
+    deleted.result(30)
+
+    with pytest.raises(PlanRequired, match=rf"topic {topic} partition 0: offsets {start}..{upto - 1} were deleted by "
+                                           "retention before being read"):
+        run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+
+    raw["sources"]["payments"]["kafka"]["fail_on_data_loss"] = False
+    lenient = saved_registry(raw, tmp_path / "lenient.yaml", lakehouse_env)
+    run_job(spark, settings, lenient, "bronze_payments", AVAILABLE_NOW)
+    alerts = delta_store.read_table(settings.layout.ops_table("alerts")).to_pylist()
+    assert [(a["job"], a["severity"]) for a in alerts] == [("bronze_payments", "error")], alerts
+    assert f"topic {topic} partition 0: offsets {start}..{upto - 1} were deleted (retention)" in alerts[0]["reason"]
+    coordinates, _ = read_coordinates(settings)
+    assert len(coordinates) == len(set(coordinates)), "a message was written twice"
+    assert set(coordinates) == set(read_before) | topic_offsets(kafka_broker, topic)
+    assert not any(p == 0 and start <= o < upto for p, o in coordinates)

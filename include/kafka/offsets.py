@@ -74,10 +74,20 @@ def checkpoint_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
 
     batch = checkpoints.latest_committed_batch(checkpoint)
     batch = batch if batch is not None else checkpoints.latest_offsets_batch(checkpoint)
-    if batch is None:
+    return {} if batch is None else batch_offsets(checkpoint, batch)
+
+
+def batch_offsets(checkpoint: Path, batch: int) -> dict[str, dict[int, int]]:
+    """{topic: {partition: offset}} of the Kafka sources in the offset log's entry of `batch` (where that batch
+    ends); {} when the entry is gone or holds no Kafka offsets."""
+    from include import checkpoints
+
+    try:
+        texts = checkpoints.source_offsets(checkpoint, batch)
+    except FileNotFoundError:
         return {}
     offsets: dict[str, dict[int, int]] = {}
-    for text in checkpoints.source_offsets(checkpoint, batch):
+    for text in texts:
         try:
             value = json.loads(text)
         except ValueError:
@@ -88,6 +98,22 @@ def checkpoint_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
             for topic, parts in value.items():
                 offsets.setdefault(topic, {}).update({int(p): o for p, o in parts.items()})
     return offsets
+
+
+def skipped_offsets(start: dict[str, dict[int, int]], end: dict[str, dict[int, int]],
+                    first_read: dict[tuple[str, int], int]) -> list[str]:
+    """The offsets a batch passed over without reading them, one line per partition: from where the batch started
+    (`start`, the previous batch's end) to the first offset it read (`first_read`; its `end` when it read none).
+    Only retention (or a truncation) deletes a partition's first offsets, and only `failOnDataLoss=false` goes on."""
+    lines = []
+    for topic, partitions in sorted(start.items()):
+        for partition, offset in sorted(partitions.items()):
+            upto = first_read.get((topic, partition), end.get(topic, {}).get(partition, offset))
+            if upto > offset:
+                lines.append(f"data lost: topic {topic} partition {partition}: offsets {offset}..{upto - 1} were "
+                             f"deleted (retention) before being read; fail_on_data_loss: false, so the job went on "
+                             f"from offset {upto}")
+    return lines
 
 
 @dataclass(frozen=True)
