@@ -16,6 +16,7 @@
 | LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
 | LAKEHOUSE_JARS_DIR               | <repo>/.cache/jars              | Delta Lake's JVM jars (fetched by `make`) |
 | LAKEHOUSE_KAFKA_BOOTSTRAP        | 127.0.0.1:9092                  | the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, DAGs); `lakehouse kafka up` listens there |
+| LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
@@ -61,6 +62,7 @@ class Settings:
     kafka_bootstrap: str = "127.0.0.1:9092"
     kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
+    kafka_timeout_seconds: int = 20
 
     @property
     def driver_java_options(self) -> str:
@@ -108,6 +110,9 @@ def load_settings() -> Settings:
     if not threshold.isdigit():
         raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
     bootstrap = _env("LAKEHOUSE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    kafka_timeout = _env("LAKEHOUSE_KAFKA_TIMEOUT_SECONDS", "20")
+    if not kafka_timeout.isdigit() or int(kafka_timeout) < 1:
+        raise ValueError(f"LAKEHOUSE_KAFKA_TIMEOUT_SECONDS must be a positive integer, got {kafka_timeout!r}")
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
     return Settings(
         root=root,
@@ -127,6 +132,7 @@ def load_settings() -> Settings:
         kafka_bootstrap=bootstrap,
         kafka_bootstrap_set=bool(os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP", "").strip()),
         kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
+        kafka_timeout_seconds=int(kafka_timeout),
     )
 
 

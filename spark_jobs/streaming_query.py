@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from include import checkpoints
@@ -216,7 +217,10 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
             status = "stopped"
             break
-        query.awaitTermination(0.5)
+        try:
+            query.awaitTermination(0.5)
+        except StreamingQueryException:  # it failed: its error is read below, and reported with the run's summary
+            break
     error = query.exception()
     last = query.lastProgress
     last_batch = last["batchId"] if last else None

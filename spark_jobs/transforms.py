@@ -56,6 +56,8 @@ def kafka_stream(reader, settings: Settings, source: SourceSpec, max_offsets: in
               .option("kafka.bootstrap.servers", bootstrap_servers(settings, topics.connection))
               .option("subscribe", ",".join(topics.topics))
               .option("failOnDataLoss", str(topics.fail_on_data_loss).lower()))
+    timeout_ms = str(settings.kafka_timeout_seconds * 1000)  # a lost broker fails the query in ~3 tries of this
+    reader = reader.option("kafka.default.api.timeout.ms", timeout_ms).option("kafka.request.timeout.ms", timeout_ms)
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", max_offsets)
     for option, value in (starting or starting_options(topics.starting_offsets)).items():

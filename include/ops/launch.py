@@ -43,6 +43,7 @@ def job_environment(settings: Settings) -> dict[str, str]:
         "LAKEHOUSE_REGISTRY": str(settings.registry_path),
         "LAKEHOUSE_JARS_DIR": str(settings.jars_dir),
         "LAKEHOUSE_SPARK_LOG_LEVEL": settings.spark_log_level,
+        "LAKEHOUSE_KAFKA_TIMEOUT_SECONDS": str(settings.kafka_timeout_seconds),
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
