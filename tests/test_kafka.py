@@ -55,12 +55,13 @@ def produce(bootstrap: str, topic: str, events: int, seed: int, partitions: int 
     return produce_to_topic(bootstrap, topic, "payments", config, partitions)
 
 
-def produce_raw(bootstrap: str, topic: str, values: list[bytes | None]) -> None:
+def produce_raw(bootstrap: str, topic: str, values: list[bytes | None], timestamp: int = 0) -> None:
+    """Messages with these values (and this CreateTime, in ms, when given)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for value in values:
-        producer.produce(topic, value=value)
+        producer.produce(topic, value=value, timestamp=timestamp)
     assert producer.flush(30) == 0
 
 
@@ -231,13 +232,14 @@ def test_a_recreated_topic_is_refused_then_reset_from_earliest_reads_it_whole(sp
     admin = AdminClient({"bootstrap.servers": kafka_broker})
     admin.delete_topics([topic])[topic].result(30)
     wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 60, "the topic to be deleted")
-    produce(kafka_broker, topic, events=300, seed=47)  # a new topic of the same name, fewer messages
+    produce(kafka_broker, topic, events=300, seed=47, partitions=2)  # same name, fewer partitions and messages
     recreated = topic_offsets(kafka_broker, topic)
 
     refused = run_cli(["run", "bronze_payments"], lakehouse_env)
     assert refused.returncode == 2, refused.stderr[-3000:]
     line = refused.stderr.strip().splitlines()[-1]
     assert f"topic {topic} partition" in line and "deleted and re-created" in line, line
+    assert f"topic {topic} has 2 partition(s), fewer than the checkpoint's 3: partition(s) 2 are gone" in line, line
     assert "lakehouse checkpoint reset-checkpoint bronze_payments --from-earliest|--from-latest" in line, line
     plan = run_cli(["checkpoint", "plan", "bronze_payments"], lakehouse_env)
     assert "bronze_payments: reset-checkpoint" in plan.stdout, plan.stdout
@@ -360,3 +362,60 @@ def test_retention_loss_is_refused_or_with_fail_on_data_loss_false_one_alert_per
     assert len(coordinates) == len(set(coordinates)), "a message was written twice"
     assert set(coordinates) == set(read_before) | topic_offsets(kafka_broker, topic)
     assert not any(p == 0 and start <= o < upto for p, o in coordinates)
+
+
+def payment_message(payment_id: str) -> bytes:
+    return (f'{{"payment_id": "{payment_id}", "order_id": "o-{payment_id}", "amount": 1.5, '
+            f'"payment_time": "2026-01-01T00:00:00Z"}}').encode()
+
+
+@pytest.mark.airflow
+def test_reset_checkpoint_of_a_kafka_job_from_a_time_and_from_latest(spark, settings, kafka_registry, kafka_broker,
+                                                                     fresh_assets, lakehouse_env, monkeypatch):
+    """`reset-checkpoint --from-timestamp T` reads, in each partition, the messages produced at or after T (Kafka's
+    offsets by time); `--from-latest` only what is produced afterwards; the tables are kept. The checkpoint_reset
+    DAG's form takes the same position: its dry run (the default) plans it, with the Kafka effect, and audits it."""
+    from airflow.utils.state import DagRunState
+
+    from include.checkpoints.request import CheckpointRequest
+    from include.ops import checkpoint_audit
+    from spark_jobs.checkpoint_actions import apply
+    from tests.test_airflow import dagbag
+
+    registry, topic = kafka_registry
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", lakehouse_env["LAKEHOUSE_REGISTRY"])
+    monkeypatch.setenv("LAKEHOUSE_TASK_RETRIES", "0")
+    from include.kafka.produce import ensure_topic
+
+    ensure_topic(kafka_broker, topic, 3)
+    day = 1767225600000  # 2026-01-01T00:00:00Z, in Kafka's milliseconds
+    produce_raw(kafka_broker, topic, [payment_message(f"old-{i}") for i in range(6)], timestamp=day)
+    run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    produce_raw(kafka_broker, topic, [payment_message(f"new-{i}") for i in range(4)], timestamp=day + 86_400_000)
+
+    conf = {"jobs": ["bronze_payments"], "mode": "reset-checkpoint", "from_timestamp": "2026-01-01T12:00:00Z"}
+    dry = dagbag().dags["checkpoint_reset"].test(run_conf=conf)  # dry_run is the default
+    assert dry.state == DagRunState.SUCCESS
+    [row] = [r for r in checkpoint_audit.outcomes(settings) if r["actor"] == f"dag:checkpoint_reset/{dry.run_id}"]
+    assert row["outcome"] == "dry-run" and "produced at or after 2026-01-01T12:00:00Z" in row["detail"], row
+    assert f"{topic} up to offsets" in row["detail"], row
+
+    def payment_ids() -> list[str]:
+        return sorted(r["payment_id"] for r in delta_store.read_table(settings.layout.table("bronze/payments"))
+                      .to_pylist())
+
+    apply(spark, settings, registry, CheckpointRequest("reset-checkpoint", ("bronze_payments",),
+                                                       options={"from_timestamp": "2026-01-01T12:00:00Z"}))
+    run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    assert payment_ids() == sorted([f"old-{i}" for i in range(6)] + [f"new-{i}" for i in range(4)])
+
+    produce_raw(kafka_broker, topic, [payment_message(f"unread-{i}") for i in range(3)])  # not read: from latest on
+    apply(spark, settings, registry, CheckpointRequest("reset-checkpoint", ("bronze_payments",),
+                                                       options={"from_latest": True}))
+    run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    produce_raw(kafka_broker, topic, [payment_message(f"latest-{i}") for i in range(2)])
+    run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    ids = payment_ids()
+    assert not any(i.startswith("unread-") for i in ids) and [i for i in ids if i.startswith("latest-")] == [
+        "latest-0", "latest-1"]
+    assert len(ids) == len(set(ids)) == 12
