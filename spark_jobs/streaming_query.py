@@ -222,8 +222,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         except StreamingQueryException:  # it failed: its error is read below, and reported with the run's summary
             break
     error = query.exception()
-    last = query.lastProgress
-    last_batch = last["batchId"] if last else None
+    # The checkpoint's last committed batch: the last progress may be an idle one, which carries the next batch's id
+    last_batch = checkpoints.latest_committed_batch(checkpoint)
     if not recorder.wait_terminated(str(query.runId)):
         log.warning("job=%s: the progress listener did not catch up in time", job.id)
     batches, rows_in = recorder.totals(str(query.runId))

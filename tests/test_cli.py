@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from include import checkpoints
 from include.ops import lease, run_outcomes
 from include.ops.heartbeats import read_heartbeat
 from include.settings import load_settings
@@ -118,7 +119,10 @@ def test_spark_submit_runs_the_same_job_and_several_in_one_driver(settings, lake
         "bronze_logins": "refused", "silver_logins": "finished"}
     assert "former Python Delta" in ended["silver_clickstream"].detail
     assert "upstream silver_clickstream" in ended["gold_user_activity_5m"].detail
-    assert ended["bronze_clickstream"].summary.startswith("job=bronze_clickstream")
+    assert ended["bronze_clickstream"].summary.startswith("job=bronze_clickstream finished: ")
+    for job_id in ("bronze_clickstream", "silver_logins"):  # the summary's last batch: the last one committed
+        committed = checkpoints.latest_committed_batch(settings.layout.checkpoint(job_id))
+        assert f", last batch {committed}, " in ended[job_id].summary, (committed, ended[job_id].summary)
     assert "lakehouse run: silver_clickstream: " in output and "lakehouse run: bronze_logins: " in output
     total = delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine"))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from include import checkpoints
 from include.ops import bookkeeping, lease, processes, supervisor
 from include.ops import health as job_health
 from include.ops.heartbeats import read_heartbeat, write_heartbeat
@@ -190,7 +191,10 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     # Stop on request: at a batch boundary, exit 0, lease released, and supervision leaves it stopped.
     group = os.getsid(owner["pid"])
     assert processes.stop_job(settings, JOB, "maintenance", wait_seconds=120)
-    assert read_heartbeat(settings, JOB)["status"] == "stopped"
+    beat = read_heartbeat(settings, JOB)
+    assert beat["status"] == "stopped"
+    committed = checkpoints.latest_committed_batch(settings.layout.checkpoint(JOB))  # not an idle event's next batch
+    assert beat["batch_id"] == committed and f", last batch {committed}, " in beat["summary"], (committed, beat)
     assert not lease.is_held(settings, JOB) and not settings.layout.stop_request(JOB).exists()
     assert processes.LAUNCHED[group].wait(timeout=60) == 0
     assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "stopped"
