@@ -200,6 +200,8 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "stopped"
     assert not lease.is_held(settings, JOB) and job_pids(settings) == []
     assert any(a["run_id"] == "r4" and "maintenance" in a["reason"] for a in alerts(settings))
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r5") == "stopped"  # said once, not every run
+    assert [a["run_id"] for a in alerts(settings) if "stopped by request" in a["reason"]] == ["r4"]
 
     # Stopping a job that is not running leaves no request file; an explicit start clears the flag
     # (here the start itself fails: the registry file is missing, exit 2 with the reason in the job log).

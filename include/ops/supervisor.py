@@ -68,7 +68,11 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     stop = state.get("stopped_by_request")
     if stop:
         if not health.running:
-            alert(f"stopped by request ({stop.get('reason', '')}); not started until started explicitly", "info")
+            if stop.get("alerted"):  # said once, when it stopped: not again every supervision run
+                log.info("job=%s stays stopped by request (%s)", job_id, stop.get("reason", ""))
+            else:
+                alert(f"stopped by request ({stop.get('reason', '')}); not started until started explicitly", "info")
+                update_state(settings, job_id, stopped_by_request={**stop, "alerted": True})
             return "stopped"
         alert(f"asked to stop but still running with problems: {', '.join(health.problems)}", "warning")
         return "alerted"
