@@ -118,7 +118,7 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     wait_for(lambda: landed(settings) == first.lines + second.lines, 120, "new files after the restart")
     wait_for(lambda: batch_after(settings, registry, health.last_batch_id), 30, "a recorded batch after the restart")
     assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
-    assert bookkeeping.read_state(settings, JOB)["restarts"] == 0  # a batch after the restart resets the backoff
+    assert bookkeeping.read_state(settings, JOB).get("restarts", 0) == 0  # a batch after the restart resets the backoff
     from include.ops.health_report import build
 
     build(settings, registry)  # a live run's batches: the report draws their rates, and knows the trigger
@@ -137,6 +137,23 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     assert processes.LAUNCHED[restarted_group].wait(timeout=30) == -signal.SIGKILL
     third = job_health.check_job(settings, registry, JOB)
     assert third.running and third.pid not in (health.pid, restarted.pid) and job_pids(settings) == [third.pid]
+
+    # Progress after a restart resets the counter, also when the job crashes again before a supervision run saw it
+    # healthy; so does an idle heartbeat of the restarted process (nothing new to read).
+    state = bookkeeping.read_state(settings, JOB)
+    assert state["restarts"] == 1 and state["pid_at_restart"] == third.pid
+    generate(settings, events=100, seed=64, files=1)
+    wait_for(lambda: batch_after(settings, registry, state["batch_at_restart"]), 120, "a batch after the restart")
+    third_group = os.getsid(third.pid)
+    os.killpg(third_group, signal.SIGKILL)
+    processes.LAUNCHED[third_group].wait(timeout=30)
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "restarted"
+    assert bookkeeping.read_state(settings, JOB)["restarts"] == 1  # counted from 0 again: it had made progress
+    fourth = job_health.check_job(settings, registry, JOB)
+    wait_for(lambda: (read_heartbeat(settings, JOB) or {}).get("status") == "idle"
+             and read_heartbeat(settings, JOB)["pid"] == fourth.pid, 90, "an idle heartbeat of the restarted job")
+    assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
+    assert "restarts" not in bookkeeping.read_state(settings, JOB)
 
     reasons = {(a["run_id"], a["severity"]): a["reason"] for a in alerts(settings)}
     assert "started as pid" in reasons[("r1", "info")]

@@ -30,6 +30,18 @@ ACTIONS = ("healthy", "started", "restarted", "backing_off", "gave_up", "alerted
 CLEAN_STATUSES = ("stopped", "finished")  # heartbeat statuses of a job that ended on purpose
 
 
+def progressed_since_restart(state: dict, health) -> bool:
+    """Whether the job made progress after its last restart: a batch committed after it, or an idle heartbeat of the
+    restarted process (nothing to read, and healthy). Either resets the restart counter, also when the job has
+    crashed again since (a job that crashes now and then while making progress never reaches `gave_up`)."""
+    at = state.get("batch_at_restart")  # recorded with each restart (-1: before any batch)
+    if at is not None and health.last_batch_id is not None and health.last_batch_id > at:
+        return True
+    beat = health.heartbeat or {}
+    return beat.get("status") == "idle" and state.get("pid_at_restart") is not None and (
+        beat.get("pid") == state["pid_at_restart"])
+
+
 def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: str = "") -> str:
     """Check the job and act per its supervision policy; returns one of :data:`ACTIONS`.
 
@@ -55,14 +67,12 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
         alert(f"not supervised now: {lease.describe_holder(job_id, owner)}", "info")
         return "refused"
 
+    if int(state.get("restarts", 0)) and progressed_since_restart(state, health):
+        log.info("job=%s made progress after its last restart (batch %s): restart counter and backoff reset",
+                 job_id, health.last_batch_id)
+        state = update_state(settings, job_id, restarts=None, next_allowed_at=None, batch_at_restart=None,
+                             pid_at_restart=None)
     if health.healthy:
-        restarts = int(state.get("restarts", 0))
-        batch_at_restart = state.get("batch_at_restart")
-        if restarts and health.last_batch_id is not None and (
-            batch_at_restart is None or health.last_batch_id > batch_at_restart
-        ):
-            log.info("job=%s healthy at batch %s after a restart: backoff reset", job_id, health.last_batch_id)
-            update_state(settings, job_id, restarts=0, next_allowed_at=None, batch_at_restart=None)
         return "healthy"
 
     stop = state.get("stopped_by_request")
@@ -146,6 +156,7 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
                       next_allowed_at=state.get("next_allowed_at"), batch_at_restart=state.get("batch_at_restart"))
         alert(f"{reason}; restart refused: {refused}", "info")
         return "refused"
+    update_state(settings, job_id, pid_at_restart=pid)
     alert(f"{reason}; restarted as pid {pid} (consecutive restart {restarts} of at most {policy.max_restarts})")
     return "restarted"
 
