@@ -210,10 +210,9 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     while query.isActive:
         held.renew()
         request = stop_requests.pending(settings, job.id)
-        if request:
+        if request:  # this job's own request: the other jobs of a shared driver go on (`stop_requested` is the signal's)
             log.info("job=%s: stop requested (%s)", job.id, request)
-            stop_requested.set()
-        if stop_requested.is_set():
+        if request or stop_requested.is_set():
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
             status = "stopped"
             break

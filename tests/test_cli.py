@@ -131,6 +131,37 @@ def test_spark_submit_runs_the_same_job_and_several_in_one_driver(settings, lake
     assert not delta_store.table_exists(settings.layout.table("gold/user_activity_5m"))
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_stop_request_stops_only_its_job_in_a_shared_driver(settings, small_batch_registry, lakehouse_env, tmp_path):
+    """`lakehouse stop <job>` during a several-job run stops that job at a batch boundary; the jobs after it run."""
+    from include.ops.stop_requests import request_stop
+    from tests.support.helpers import wait_for
+    from tests.support.kill_hooks import pause_env
+
+    generate(settings, events=400, seed=43, files=4)  # two bronze batches of two files
+    gate, outcomes = tmp_path / "gate", tmp_path / "outcomes"
+    jobs = ["bronze_clickstream", "silver_clickstream", "bronze_logins"]
+    process = subprocess.Popen(LAKEHOUSE + ["run", *jobs, "--outcomes", str(outcomes)], cwd=REPO, text=True,
+                               env={**lakehouse_env, **pause_env("bronze_clickstream", "before_commit", 0, gate)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: Path(f"{gate}.waiting").exists() or process.poll() is not None, 240, "bronze's first batch")
+        request_stop(settings, "bronze_clickstream", "test")
+        gate.touch()
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        gate.touch()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    ended = {j: run_outcomes.read(outcomes, j).status for j in jobs}
+    assert ended == {"bronze_clickstream": "stopped", "silver_clickstream": "finished", "bronze_logins": "finished"}
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).column("event_id").to_pylist()
+    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).column("event_id").to_pylist()
+    assert silver and len(silver) == len(set(silver)) and set(silver) <= set(bronze)  # it read what bronze committed
+
+
 @pytest.mark.airflow
 def test_airflow_standalone_says_where_the_ui_and_its_login_are(lakehouse_env, tmp_path):
     """`lakehouse airflow standalone` (the README's route as well as `make airflow`) names the UI and the password
