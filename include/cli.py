@@ -189,14 +189,16 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
     for _, source in sorted(sources.items()):
         generate_into(settings, source, GeneratorConfig(events=args.events, seed=args.seed, files=args.files))
     if args.direct:
-        from include.spark_session import get_spark
-        from spark_jobs.streaming_query import run_job
+        from spark_jobs.job_process import run
 
-        spark = get_spark(settings, app_name="lakehouse-demo")
-        for job_id in registry.order:
-            if stop.is_set():
-                return 0
-            run_job(spark, settings, registry, job_id, Trigger(available_now=True), stop_requested=stop)
+        if stop.is_set():
+            return 0
+        every_job = argparse.Namespace(jobs=list(registry.order), trigger=Trigger(available_now=True),
+                                       shuffle_partitions=None, outcomes=None)
+        code = run(settings, every_job)  # in one driver, one after another, as the backfill's run_jobs does
+        if code:
+            sys.stderr.write(f"lakehouse demo: not every job finished (exit {code}); their lines are above\n")
+            return code
         from include.quality import run_quality
 
         sys.stdout.write(run_quality(settings, registry).render() + "\n")

@@ -156,6 +156,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
                 f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")
 
+
 class MaintenanceOperator(SparkSubmitOperator):
     """spark-submit of table maintenance (OPTIMIZE + VACUUM per table, `spark_jobs/entrypoints/maintain_tables.py`); the
     run's `tables` param selects tables (empty: all)."""
