@@ -24,7 +24,16 @@ from include.checkpoints.plan import (
 from include.checkpoints.validate import check_job_files
 from include.ops import lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
-from include.registry import PROCESSORS, JobSpec, Registry, StatefulProcess, Trigger
+from include.registry import (
+    PROCESSORS,
+    JobSpec,
+    Registry,
+    SessionAggregate,
+    StatefulProcess,
+    StreamJoin,
+    Trigger,
+    WindowAggregate,
+)
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from include.storage.ownership import count_own_rows
@@ -119,6 +128,34 @@ def processing_time_processor(job: JobSpec) -> bool:
     return isinstance(job.transform, StatefulProcess) and PROCESSORS[job.transform.processor].time_mode == "ProcessingTime"
 
 
+def emits_on_watermark(job: JobSpec) -> bool:
+    """Some of the job's output is emitted when the watermark passes it: closed windows and sessions, the
+    unmatched rows of an outer join, event-time timers."""
+    transform = job.transform
+    if isinstance(transform, StreamJoin):
+        return transform.how != "inner"
+    if isinstance(transform, StatefulProcess):
+        return PROCESSORS[transform.processor].time_mode == "EventTime"
+    return isinstance(transform, (WindowAggregate, SessionAggregate))
+
+
+def replay_batch_owing_a_watermark(settings: Settings, job: JobSpec, trigger: Trigger) -> None:
+    """When the last run ended (killed) after its last data batch committed but before Spark planned the no-data
+    batch that emits what the new watermark closes, take that batch's commit back: Spark runs it again (the sink
+    skips what it already wrote) and then plans the owed no-data batch, as in an uninterrupted run."""
+    if not emits_on_watermark(job) or (trigger.available_now and processing_time_processor(job)):
+        return
+    checkpoint = settings.layout.checkpoint(job.id)
+    batch = checkpoints.owed_watermark_batch(checkpoint)
+    if batch is None:
+        return
+    log.warning("job=%s: batch %d moved the watermark on but the run ended before the batch that emits what it "
+                "closes; running batch %d again (its rows are already written) so that Spark plans that batch",
+                job.id, batch, batch)
+    for name in (f".{batch}.crc", str(batch)):  # the checksum first: a crash in between leaves a readable log
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+
+
 def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int, trigger: Trigger | None = None) -> None:
     """Session confs a new query picks up (Spark pins most of them in the checkpoint)."""
     state = job.state_store
@@ -184,6 +221,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
     require_resume(settings, registry, job, action_id)
+    replay_batch_owing_a_watermark(settings, job, trigger)
     ensure_job_tables(spark, settings, registry, job)
     configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)

@@ -27,10 +27,8 @@ AVAILABLE_NOW = Trigger(available_now=True)
 CASES = [
     ("gold_user_activity_5m", "before_commit", 1),
     ("gold_user_activity_5m", "after_commit", 1),
-    # Between batches 0 and 1, not after 1: batch 1 is the last data batch, and a kill after it but before Spark plans
-    # the no-data batch that emits the final windows leaves them owed after a restart (Spark runs that batch only
-    # right after a batch of the same run): a known bug, filed with its reproduction; this case kills where a
-    # restart has data to read.
+    # Between batches 0 and 1: a restart with data to read. After the last data batch (1), the listener's kill
+    # races Spark's planning of the no-data batch: test_kill_before_the_no_data_batch_is_planned makes that exact.
     ("gold_user_activity_5m", "between_batches", 0),
     ("gold_user_activity_1h", "after_commit", 1),
     ("gold_user_sessions", "after_commit", 1),
@@ -96,8 +94,39 @@ def test_kill_and_restart_gives_exact_results(spark, house, job_id, point, batch
     bronze = delta_store.count_rows(settings.layout.table("bronze/clickstream"))
     quarantined = delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))
     assert bronze + quarantined == house.landed.lines
+    assert_gold_equals_the_oracle(house, [job_id, *downstream])
+
+
+# (job, its last batch: the no-data batch that emits the windows its last data batch closed)
+OWED = [("gold_user_activity_5m", 2), ("gold_user_sessions", 2)]
+
+
+@pytest.mark.parametrize(("job_id", "no_data_batch"), OWED, ids=[j for j, _ in OWED])
+def test_kill_before_the_no_data_batch_is_planned(spark, house, job_id, no_data_batch):
+    """A process killed after its last data batch committed, before Spark wrote the offsets of the no-data batch
+    that emits the windows the new watermark closes: the restart still emits them. The kill is made exact by
+    killing inside the no-data batch (before its rows reach Delta) and taking its planned offsets back."""
+    settings, registry = house.settings, house.registry
+    house.restore("upstream")
+    killed = run_cli(["run", job_id], {**house.env, **kill_env(job_id, "before_commit", no_data_batch)})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    checkpoint = settings.layout.checkpoint(job_id)
+    assert checkpoints.latest_committed_batch(checkpoint) == no_data_batch - 1
+    for name in (f".{no_data_batch}.crc", str(no_data_batch)):
+        (checkpoint / "offsets" / name).unlink(missing_ok=True)
+    assert checkpoints.owed_watermark_batch(checkpoint) == no_data_batch - 1, "not the state this test is about"
+
+    run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    assert_gold_equals_the_oracle(house, [job_id])
+    assert checkpoints.owed_watermark_batch(checkpoint) is None
+    again = run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    assert again.last_batch == checkpoints.latest_committed_batch(checkpoint) and " 0 batches" in again.summary
+
+
+def assert_gold_equals_the_oracle(house, jobs: list[str]) -> None:
+    settings, registry = house.settings, house.registry
     expected = expected_gold(registry, [arrival_order(house.landed.files)])
-    written = {registry.job(j).sink.table for j in [job_id, *downstream]}
+    written = {registry.job(j).sink.table for j in jobs}
     assert written & set(expected)
     for table in written & set(expected):
         assert gold_rows(settings, table) == expected[table], table

@@ -7,6 +7,7 @@ from include.checkpoints.reader import (
     landing_files_of_batch,
     latest_committed_batch,
     latest_offsets_batch,
+    owed_watermark_batch,
     query_id,
     shuffle_partitions,
     source_offsets,
@@ -17,6 +18,6 @@ from include.checkpoints.reader import (
 )
 
 __all__ = [
-    "batch_ids", "committed_watermark_ms", "file_log_offset", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "query_id", "shuffle_partitions",
+    "batch_ids", "committed_watermark_ms", "file_log_offset", "landing_files_of_batch", "latest_committed_batch", "latest_offsets_batch", "owed_watermark_batch", "query_id", "shuffle_partitions",
     "source_offsets", "stored_conf", "writer_app_id", "writer_generation", "written_by_python_delta_source",
 ]

@@ -64,6 +64,25 @@ def committed_watermark_ms(checkpoint: Path) -> int | None:
         return None
 
 
+def owed_watermark_batch(checkpoint: Path) -> int | None:
+    """The latest batch when it is committed, planned nothing after it, and moved the watermark on without a batch
+    having run under the new watermark yet (that no-data batch evicts state and emits the windows it closes);
+    else None.
+
+    Spark plans such a batch only right after a batch of the same run: a process killed between the commit of the
+    last data batch and the planning of the next one would otherwise leave those windows owed until new data comes.
+    """
+    batch = latest_committed_batch(checkpoint)
+    if batch is None or latest_offsets_batch(checkpoint) != batch:
+        return None  # nothing committed yet, or a planned batch that Spark runs (again) anyway
+    try:
+        commit = json.loads((Path(checkpoint) / "commits" / str(batch)).read_text().splitlines()[1])
+        planned = json.loads((Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()[1])
+        return batch if int(commit["nextBatchWatermarkMs"]) > int(planned["batchWatermarkMs"]) else None
+    except (FileNotFoundError, IndexError, KeyError, ValueError):
+        return None
+
+
 def source_offsets(checkpoint: Path, batch: int) -> list[str]:
     """The raw source offsets (one JSON text per source) of batch `batch` in the offset log."""
     lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
