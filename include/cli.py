@@ -98,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
     kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
 
+    cluster = sub.add_parser("cluster", help="the production topology on this machine: PostgreSQL, Airflow's "
+                                             "components, a Spark standalone master and workers, Kafka")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    cluster_up = cluster_sub.add_parser("up", help="start every part (each waited for until it answers)")
+    cluster_up.add_argument("--workers", type=arguments.positive_int, default=2,
+                            help="Spark workers, 1 core each (default 2)")
+    cluster_status = cluster_sub.add_parser("status", help="each part, its address and whether it answers")
+    cluster_status.add_argument("--json", action="store_true", help="as JSON (the logins too)")
+    cluster_sub.add_parser("down", help="stop every part, in order; the data stays")
+
     stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
     stop.add_argument("job")
     stop.add_argument("--reason", default="requested from the command line")
@@ -383,16 +393,34 @@ def cmd_kafka(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
+    from include.cluster import manager
+    from include.cluster.postgres import ClusterError
+
+    try:
+        if args.cluster_command == "up":
+            sys.stdout.write("\n".join(manager.up(settings, args.workers)) + "\n")
+        elif args.cluster_command == "down":
+            sys.stdout.write("\n".join(manager.down(settings)) + "\n")
+        else:
+            info = manager.status(settings)
+            sys.stdout.write((json.dumps(info, indent=2) if args.json else manager.render(info)) + "\n")
+    except ClusterError as exc:
+        sys.stderr.write(f"lakehouse cluster {args.cluster_command}: {exc}\n")
+        return 1
+    return 0
+
+
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
-    "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka,
+    "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster,
 }
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health", "kafka") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

@@ -8,9 +8,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from include.settings import Settings
+from include.settings import REPO_ROOT, Settings
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,10 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level)
+    if not spark.sparkContext.master.startswith("local"):  # executors in other JVMs: they import from the archive
+        archive = python_archive(Path(tempfile.gettempdir()) / "lakehouse-python")
+        spark.sparkContext.addPyFile(str(archive))
+        log.info("executors import the project's code from %s (%s)", archive.name, spark.sparkContext.master)
     if under_spark_submit() and not spark._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION):
         spark.stop()
         listed = ",".join(str(j) for j in jars)
@@ -118,6 +123,32 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
 
     spark.udf.registerJavaFunction(STRICT_JSON_FUNCTION, "lakehouse.StrictJsonReason", StringType())
     return spark
+
+
+SHIPPED_PACKAGES = ("include", "spark_jobs")  # what executors import: transforms, processors, their registry types
+
+
+def python_archive(directory: Path) -> Path:
+    """A zip of the project's packages, made from this driver's source and named by its content: what a cluster's
+    executors import (SparkContext.addPyFile, as `--py-files`), never the source tree by accident."""
+    import hashlib
+    import zipfile
+
+    files = sorted(f for package in SHIPPED_PACKAGES for f in (REPO_ROOT / package).rglob("*")
+                   if f.is_file() and "__pycache__" not in f.parts)
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(REPO_ROOT)).encode() + b"\0" + f.read_bytes())
+    target = directory / f"lakehouse-python-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".{target.name}.{os.getpid()}"
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for f in files:
+            archive.write(f, str(f.relative_to(REPO_ROOT)))
+    partial.replace(target)
+    return target
 
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"

@@ -17,7 +17,7 @@ from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import apply
 from spark_jobs.state_inspect import inspect_state
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, run_cli
+from tests.support.helpers import arrival_order, run_cli, session_summary_rows
 from tests.support.kill_hooks import kill_env
 from tests.support.oracle import StaleServices, expected_alerts
 
@@ -135,12 +135,6 @@ def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registr
     assert alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
 
 
-def summary_rows(settings) -> list[tuple]:
-    rows = delta_store.read_table(settings.layout.table("gold/user_session_summaries")).to_pylist()
-    return sorted((r["user_id"], *(int(r[c].timestamp()) for c in ("session_start", "session_end")), r["event_count"],
-                   r["total_value"], int(r["closed_at"].timestamp())) for r in rows)
-
-
 def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw):
     from include.generator import DEFAULT_START
     from include.quality import run_quality
@@ -170,7 +164,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     run_lineage(spark, settings, registry, jobs)
     drops = [arrival_order(first.files)]
     expected = expected_session_summaries(registry, drops, initial=initial)
-    assert len(expected) > 50 and summary_rows(settings) == expected
+    assert len(expected) > 50 and session_summary_rows(settings) == expected
     seeded = {user: min(s for s in expected if s[0] == user) for user in seeds}  # each user's first session
     # every seeded session was continued or closed: from its seeded start (or an event within the gap before it)
     assert all(seeded[u][1] <= initial[u][0] and seeded[u][3] >= initial[u][2] for u in seeds), seeded
@@ -180,7 +174,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     second = generate(settings, events=600, seed=18, files=2, users=20, start=DEFAULT_START + timedelta(hours=2))
     run_lineage(spark, settings, registry, jobs)
     drops.append(arrival_order(second.files))
-    assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)
+    assert session_summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)
     report = run_quality(settings, registry, ["gold/user_session_summaries"])  # the suite agrees
     assert not report.failed() and report.results, report.render()
 
@@ -196,7 +190,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
         with pytest.raises(ValueError, match=rf"transform.initial_state: table {name} has (several rows for one key "
                                              r"\(one open state per key\)|null values), e.g. for keys \[\('user_0000[12]',\)\]"):
             run_job(spark, settings, build_registry(raw), "gold_user_session_summaries", AVAILABLE_NOW)
-    assert summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
+    assert session_summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)  # nothing lost
 
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

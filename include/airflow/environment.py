@@ -57,12 +57,12 @@ def airflow_command() -> list[str]:
     return [str(Path(sys.executable).parent / "airflow")]
 
 
-def start_airflow(settings: Settings, args: list[str], log_file: Path | None = None):
-    """Start an `airflow` CLI command with the project's environment, its output appended to `log_file` (or
-    on this process's terminal when None); returns the subprocess.Popen."""
+def start_airflow(settings: Settings, args: list[str], log_file: Path | None = None, env: dict | None = None):
+    """Start an `airflow` CLI command with the project's environment (or `env`), its output appended to `log_file`
+    (or on this process's terminal when None); returns the subprocess.Popen."""
     import subprocess
 
-    command, env = airflow_command() + args, airflow_environment(settings)
+    command, env = airflow_command() + args, env or airflow_environment(settings)
     if log_file is None:
         return subprocess.Popen(command, env=env, cwd=REPO_ROOT)
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +80,6 @@ def setup_steps(settings: Settings) -> list[list[str]]:
              "Spark drivers at once: each runs local[2]; more than the cores can host fail to start Python workers"]]
 
 
-def run_airflow(settings: Settings, args: list[str], log_file: Path | None = None) -> int:
+def run_airflow(settings: Settings, args: list[str], log_file: Path | None = None, env: dict | None = None) -> int:
     """Run an `airflow` CLI command with the project's environment (output: see :func:`start_airflow`)."""
-    return start_airflow(settings, args, log_file).wait()
+    return start_airflow(settings, args, log_file, env).wait()

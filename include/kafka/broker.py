@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -20,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from include.cluster.daemons import Daemon, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,10 @@ class BrokerFiles:
     @property
     def pid(self) -> Path:
         return self.home / "broker.pid"
+
+    @property
+    def daemon(self) -> Daemon:
+        return Daemon("the Kafka broker", self.pid, self.log)
 
 
 def host_port(bootstrap: str) -> tuple[str, int]:
@@ -142,16 +146,6 @@ def _classpath(settings: Settings) -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
-def _port_taken(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 def free_port_pair() -> int:
     """A port p with p and p + 1 free on 127.0.0.1: a private broker's listener and its controller's (the
     tests' and benchmarks' brokers)."""
@@ -159,7 +153,7 @@ def free_port_pair() -> int:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        if port < 65535 and not _port_taken("127.0.0.1", port) and not _port_taken("127.0.0.1", port + 1):
+        if port < 65535 and not port_taken("127.0.0.1", port) and not port_taken("127.0.0.1", port + 1):
             return port
     raise RuntimeError("no two consecutive free ports on 127.0.0.1")
 
@@ -184,12 +178,7 @@ def _format(settings: Settings, files: BrokerFiles) -> None:
 
 def running_pid(files: BrokerFiles) -> int | None:
     """The pid of the broker `up` started, while that process lives."""
-    try:
-        pid = int(files.pid.read_text().strip())
-        os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-        return None
-    return pid
+    return files.daemon.running_pid()
 
 
 def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
@@ -200,72 +189,30 @@ def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
         return False, f"a Kafka broker already answers at {bootstrap}"
     host, port = host_port(bootstrap)
     for taken in (port, port + 1):
-        if _port_taken(host, taken):
+        if port_taken(host, taken):
             raise BrokerError(f"port {taken} on {host} is taken by another program (the broker needs {port} and "
                               f"{port + 1} for its controller): free it, or set LAKEHOUSE_KAFKA_BOOTSTRAP to another "
                               "host:port")
     files.home.mkdir(parents=True, exist_ok=True)
     files.properties.write_text(server_properties(files, host, port))
     _format(settings, files)
-    command = _java_command(settings, "kafka.Kafka", str(files.properties))
-    with files.log.open("a") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)  # outlives this command
-    files.pid.write_text(f"{process.pid}\n")
+    process = files.daemon.start(_java_command(settings, "kafka.Kafka", str(files.properties)))  # outlives this command
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise BrokerError(f"the broker exited at start (code {process.returncode}): {_last_error(files.log)}; "
+            raise BrokerError(f"the broker exited at start (code {process.returncode}): {files.daemon.last_error()}; "
                               f"log: {files.log}")
         if answers(bootstrap, timeout=1.0):
             return True, f"Kafka broker up at {bootstrap} (pid {process.pid}; data {files.data}; log {files.log})"
         time.sleep(0.5)
-    _terminate(process.pid)
+    files.daemon.stop(STOP_TIMEOUT_SECONDS, group=False)
     raise BrokerError(f"the broker did not answer at {bootstrap} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
 
 
 def down(settings: Settings) -> str:
     """Stop the broker `up` started (SIGTERM: a controlled shutdown), waiting until it has exited."""
     files = BrokerFiles(settings.layout.kafka)
-    pid = running_pid(files)
+    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS, group=False)
     if pid is None:
-        files.pid.unlink(missing_ok=True)
         return f"no broker started by `lakehouse kafka up` runs (pid file {files.pid})"
-    _terminate(pid)
-    files.pid.unlink(missing_ok=True)
     return f"Kafka broker stopped (pid {pid})"
-
-
-def _terminate(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return
-        time.sleep(0.2)
-    log.warning("the broker (pid %s) did not stop within %.0f s: killing it", pid, STOP_TIMEOUT_SECONDS)
-    os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        finished, _ = os.waitpid(pid, os.WNOHANG)  # our child (started by this process): reap it
-        if finished:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split()[2] == "Z")
-
-
-def _last_error(log_file: Path) -> str:
-    lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
-    errors = [line for line in lines if "ERROR" in line or "Exception" in line]
-    return (errors or lines or ["no output"])[-1][:400]

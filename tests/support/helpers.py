@@ -38,6 +38,13 @@ def gold_rows(settings: Settings, table: str, key: str = "user_id") -> dict[tupl
     return result
 
 
+def session_summary_rows(settings: Settings) -> list[tuple]:
+    """The sorted rows of gold/user_session_summaries, as the oracle's expected_session_summaries gives them."""
+    rows = delta_store.read_table(settings.layout.table("gold/user_session_summaries")).to_pylist()
+    return sorted((r["user_id"], *(int(r[c].timestamp()) for c in ("session_start", "session_end")), r["event_count"],
+                   r["total_value"], int(r["closed_at"].timestamp())) for r in rows)
+
+
 def lineage(registry, landing_source: str = "clickstream") -> list[str]:
     """The jobs, in order, whose inputs all derive from one landing source (what the oracle models)."""
     jobs: list[str] = []

@@ -1,0 +1,2 @@
+"""`lakehouse cluster`: the production topology (PostgreSQL, Airflow's components, a Spark standalone cluster,
+Kafka) as processes on this machine."""

@@ -1,0 +1,55 @@
+"""Airflow 3's components as separate processes on PostgreSQL: api-server, scheduler, dag-processor, triggerer."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from include.airflow.environment import CONNECTIONS_FILE, airflow_command, airflow_environment
+from include.cluster.daemons import Daemon
+from include.cluster.topology import AIRFLOW_USER, HOST, Topology, airflow_settings, cluster_connections
+from include.settings import Settings
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
+
+
+def environment(settings: Settings, top: Topology) -> dict[str, str]:
+    return {**airflow_environment(settings), **airflow_settings(top)}
+
+
+def daemon(top: Topology, component: str) -> Daemon:
+    return Daemon(f"airflow-{component}", top.run / f"airflow-{component}.pid", top.logs / f"airflow-{component}.log")
+
+
+def write_files(top: Topology) -> None:
+    """The login's password file and the cluster's connections (spark_default on the standalone master)."""
+    top.airflow_home.mkdir(parents=True, exist_ok=True)
+    passwords = top.airflow_home / "passwords.json"
+    passwords.write_text(json.dumps({AIRFLOW_USER: top.secrets()["airflow_password"]}))
+    passwords.chmod(0o600)
+    connections = cluster_connections(json.loads(CONNECTIONS_FILE.read_text()), top)
+    top.connections_file.write_text(json.dumps(connections, indent=2) + "\n")
+
+
+def start(settings: Settings, top: Topology, component: str) -> None:
+    args = [component] + (["--host", HOST, "--port", str(top.ports.airflow)] if component == "api-server" else [])
+    daemon(top, component).start(airflow_command() + args, env=environment(settings, top), cwd=top.airflow_home)
+
+
+def health(top: Topology) -> dict | None:
+    """The API server's health document (metadatabase, scheduler, triggerer, dag_processor), or None."""
+    try:
+        with urllib.request.urlopen(f"{top.airflow_url}/api/v2/monitor/health", timeout=3) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+
+
+def answers(top: Topology, component: str, report: dict | None) -> bool:
+    """The component runs and (but for the API server, which answers itself) reports healthy."""
+    if daemon(top, component).running_pid() is None or report is None:
+        return False
+    if component == "api-server":
+        return True
+    return (report.get(HEALTH_KEYS[component]) or {}).get("status") == "healthy"

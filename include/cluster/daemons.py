@@ -1,0 +1,116 @@
+"""Background processes started by the project (the Kafka broker, the parts of `lakehouse cluster`): started in a
+session of their own so they outlive the command that started them, remembered by a pid file, stopped with SIGTERM to
+their process group and SIGKILL after a grace period."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def alive(pid: int) -> bool:
+    """The process lives (a zombie child of this process is reaped and counts as gone)."""
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    status = Path(f"/proc/{pid}/stat")
+    try:
+        return status.read_text().split()[2] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def terminate(pid: int, name: str, timeout: float, group: bool = False) -> None:
+    """SIGTERM the process (or its process group), wait until it has exited, SIGKILL it after `timeout`."""
+    send = os.killpg if group else os.kill
+    try:
+        send(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            break
+        time.sleep(0.2)
+    else:
+        log.warning("%s (pid %s) did not stop within %.0f s: killing it", name, pid, timeout)
+    if group or alive(pid):  # a group's stragglers (workers, executors) go too
+        try:
+            send(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Another program listens on (or holds) host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """One background process: its name, pid file and log."""
+
+    name: str
+    pid_file: Path
+    log_file: Path
+
+    def running_pid(self) -> int | None:
+        """The pid of the process this daemon started, while it lives."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if alive(pid) else None
+
+    def start(self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+        """Start `command` in a session of its own, its output appended to the log; remember its pid."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("a") as out:
+            out.write(f"\n$ {' '.join(command)}\n")
+            out.flush()
+            process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(f"{process.pid}\n")
+        return process
+
+    def stop(self, timeout: float = 60.0, group: bool = True) -> int | None:
+        """Stop the process (and, by default, its process group); the pid it had, or None if none ran."""
+        pid = self.running_pid()
+        if pid is not None:
+            terminate(pid, self.name, timeout, group=group)
+        self.pid_file.unlink(missing_ok=True)
+        return pid
+
+    def last_error(self) -> str:
+        """The last line of the log that reads like an error (else the last line)."""
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return "no output"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        errors = [line for line in lines if "ERROR" in line or "Error" in line or "Exception" in line or "FATAL" in line]
+        return (errors or lines or ["no output"])[-1][:400]

@@ -1,0 +1,258 @@
+"""`lakehouse cluster up | status | down`: start the production topology's parts in order, each waited for until it
+answers; stop them in the reverse order; report each part's address and whether it answers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from include.cluster import airflow_services, postgres, spark_standalone
+from include.cluster.daemons import port_taken
+from include.cluster.postgres import ClusterError
+from include.cluster.topology import AIRFLOW_USER, HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology, topology
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 240.0
+
+
+@dataclass
+class Started:
+    """What this `up` started, stopped again if a later part fails."""
+
+    top: Topology
+    settings: Settings
+    parts: list[str]
+
+
+def wait_until(check: Callable[[], bool], part: str, timeout: float = START_TIMEOUT_SECONDS,
+               died: Callable[[], str | None] = lambda: None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        why = died()
+        if why:
+            raise ClusterError(f"{part}: exited at start: {why}")
+        time.sleep(0.5)
+    raise ClusterError(f"{part}: did not answer within {timeout:.0f} s")
+
+
+def _require_free(part: str, port: int) -> None:
+    if port_taken(HOST, port):
+        raise ClusterError(f"{part}: port {port} on {HOST} is taken by another program (free it, or set "
+                           "LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui)")
+
+
+def _died(daemon) -> Callable[[], str | None]:
+    return lambda: None if daemon.running_pid() else f"{daemon.last_error()} (log {daemon.log_file})"
+
+
+def up(settings: Settings, workers: int = 2) -> list[str]:
+    """Start every part not yet running; lines saying what runs where. On a failure, stop what this call started
+    and raise ClusterError naming the part."""
+    if workers < 1:
+        raise ClusterError(f"--workers must be at least 1, got {workers}")
+    top = topology(settings, workers)
+    recorded = read_state(top)
+    if recorded and recorded.get("workers") and recorded["workers"] != workers and _any_running(top, recorded):
+        raise ClusterError(f"the cluster runs with {recorded['workers']} workers: `lakehouse cluster down` first to "
+                           f"change it to {workers}")
+    for directory in (top.home, top.logs, top.run, top.spark_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    started = Started(top, settings, [])
+    try:
+        _up_postgres(started)
+        kafka_started = _up_kafka(started)
+        _up_spark(started)
+        _up_airflow(started)
+    except Exception:
+        _stop(top, settings, started.parts)
+        raise
+    state = {"workers": workers, "lakehouse_root": str(settings.root),
+             "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started"))}
+    top.state_file.write_text(json.dumps(state, indent=2) + "\n")
+    info = status(settings)
+    return [f"cluster up ({', '.join(started.parts) or 'everything was already running'} started)",
+            f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
+            f"Spark master: {info['spark_master']}  (UI {info['spark_master_ui']}, {workers} workers)",
+            f"PostgreSQL: {HOST}:{top.ports.postgres} database {POSTGRES_DATABASE}",
+            f"Kafka: {info['kafka_bootstrap']}", f"lakehouse: {settings.root}", f"logs: {top.logs}"]
+
+
+def _up_postgres(started: Started) -> None:
+    top = started.top
+    if postgres.running(top):
+        return
+    _require_free("postgres", top.ports.postgres)
+    postgres.initialize(top)
+    postgres.start(top)
+    started.parts.append("postgres")
+    wait_until(lambda: postgres.answers(top), "postgres", 60)
+    postgres.ensure_database(top)
+
+
+def _up_kafka(started: Started) -> bool:
+    from include.kafka import broker
+
+    try:
+        made, _ = broker.up(started.settings, started.settings.kafka_bootstrap)
+    except broker.BrokerError as exc:
+        raise ClusterError(f"kafka: {exc}") from exc
+    if made:
+        started.parts.append("kafka")
+    return made
+
+
+def _up_spark(started: Started) -> None:
+    top = started.top
+    master = spark_standalone.master_daemon(top)
+    if not master.running_pid():
+        _require_free("spark-master", top.ports.spark_master)
+        _require_free("spark-master UI", top.ports.spark_master_ui)
+        spark_standalone.start_master(top)
+        started.parts.append("spark-master")
+    wait_until(lambda: (spark_standalone.master_state(top) or {}).get("status") == "ALIVE", "spark-master",
+               died=_died(master))
+    for number in range(1, top.workers + 1):
+        worker = spark_standalone.worker_daemon(top, number)
+        if worker.running_pid():
+            continue
+        _require_free(f"spark-worker-{number} UI", top.ports.spark_master_ui + number)
+        spark_standalone.start_worker(top, number)
+        started.parts.append(f"spark-worker-{number}")
+    wait_until(lambda: spark_standalone.alive_workers(spark_standalone.master_state(top)) >= top.workers,
+               "spark workers")
+
+
+def _up_airflow(started: Started) -> None:
+    from include.airflow.environment import run_airflow, setup_steps
+
+    top, settings = started.top, started.settings
+    airflow_services.write_files(top)
+    env = airflow_services.environment(settings, top)
+    if not all(airflow_services.daemon(top, c).running_pid() for c in airflow_services.COMPONENTS):
+        setup_log = top.logs / "airflow-setup.log"
+        for step in setup_steps(settings):
+            if run_airflow(settings, step, setup_log, env) != 0:
+                raise ClusterError(f"airflow: `airflow {' '.join(step)}` failed (log {setup_log})")
+    for component in airflow_services.COMPONENTS:
+        service = airflow_services.daemon(top, component)
+        if service.running_pid():
+            continue
+        if component == "api-server":
+            _require_free("airflow api-server", top.ports.airflow)
+        airflow_services.start(settings, top, component)
+        started.parts.append(f"airflow-{component}")
+    for component in airflow_services.COMPONENTS:
+        service = airflow_services.daemon(top, component)
+        wait_until(lambda c=component: airflow_services.answers(top, c, airflow_services.health(top)),
+                   f"airflow-{component}", died=_died(service))
+
+
+def down(settings: Settings) -> list[str]:
+    """Stop every part, Airflow first (no new tasks), then Spark, Kafka (when `up` started it), PostgreSQL last.
+    Data stays: the lakehouse, PostgreSQL's data, the broker's topics."""
+    top = topology(settings)
+    state = read_state(top) or {}
+    parts = [f"airflow-{c}" for c in airflow_services.COMPONENTS]
+    parts += [f"spark-worker-{n}" for n in range(1, int(state.get("workers") or _recorded_workers(top)) + 1)]
+    parts += ["spark-master"] + (["kafka"] if state.get("kafka_started") else []) + ["postgres"]
+    stopped = _stop(top, settings, parts)
+    return [f"stopped: {', '.join(stopped)}" if stopped else "nothing of the cluster was running",
+            f"data kept: {settings.root} (PostgreSQL's in {top.postgres_data})"]
+
+
+def _recorded_workers(top: Topology) -> int:
+    return len(list(top.run.glob("spark-worker-*.pid"))) if top.run.is_dir() else 0
+
+
+def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
+    """Stop `parts` in the cluster's stop order; the ones that ran."""
+    order = ([f"airflow-{c}" for c in ("scheduler", "triggerer", "dag-processor", "api-server")]
+             + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
+             + ["spark-master", "kafka", "postgres"])
+    stopped = []
+    for part in (p for p in order if p in parts):
+        if part == "postgres":
+            ran = postgres.stop(top)
+        elif part == "kafka":
+            from include.kafka import broker
+
+            ran = broker.running_pid(broker.BrokerFiles(settings.layout.kafka)) is not None
+            broker.down(settings)
+        else:
+            ran = _daemon(top, part).stop(timeout=60) is not None
+        if ran:
+            stopped.append(part)
+    return stopped
+
+
+def _daemon(top: Topology, part: str):
+    if part.startswith("airflow-"):
+        return airflow_services.daemon(top, part.removeprefix("airflow-"))
+    if part == "spark-master":
+        return spark_standalone.master_daemon(top)
+    return spark_standalone.worker_daemon(top, int(part.rsplit("-", 1)[1]))
+
+
+def _any_running(top: Topology, state: dict) -> bool:
+    return postgres.running(top) or spark_standalone.master_daemon(top).running_pid() is not None
+
+
+def read_state(top: Topology) -> dict | None:
+    try:
+        return json.loads(top.state_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def status(settings: Settings) -> dict:
+    """Each part's address and whether it answers, with the logins (`lakehouse cluster status --json`)."""
+    from include.kafka import broker
+
+    top = topology(settings)
+    state = read_state(top) or {}
+    top = topology(settings, int(state.get("workers") or 2))
+    keys = top.secrets() if (top.home / "secrets.json").exists() else {}
+    spark_state = spark_standalone.master_state(top)
+    alive = {w.get("webuiaddress", "").rsplit(":", 1)[-1] for w in (spark_state or {}).get("workers", [])
+             if w.get("state") == "ALIVE"}
+    report = airflow_services.health(top)
+    parts = {"postgres": {"address": f"{HOST}:{top.ports.postgres}", "up": postgres.answers(top)}}
+    for component in airflow_services.COMPONENTS:
+        parts[f"airflow-{component}"] = {"address": top.airflow_url if component == "api-server" else None,
+                                         "up": airflow_services.answers(top, component, report)}
+    parts["spark-master"] = {"address": top.spark_master, "ui": top.spark_master_ui,
+                             "up": (spark_state or {}).get("status") == "ALIVE"}
+    for number in range(1, top.workers + 1):
+        port = top.ports.spark_master_ui + number
+        parts[f"spark-worker-{number}"] = {"address": f"{HOST}:{port}", "up": str(port) in alive}
+    kafka_up = broker.answers(settings.kafka_bootstrap, timeout=2.0)
+    parts["kafka"] = {"address": settings.kafka_bootstrap, "up": kafka_up}
+    return {
+        "airflow_url": top.airflow_url,
+        "airflow_user": AIRFLOW_USER,
+        "airflow_password": keys.get("airflow_password"),
+        "spark_master": top.spark_master,
+        "spark_master_ui": top.spark_master_ui,
+        "postgres": {"host": HOST, "port": top.ports.postgres, "database": POSTGRES_DATABASE, "user": POSTGRES_USER,
+                     "password": keys.get("airflow_db_password")},
+        "kafka_bootstrap": settings.kafka_bootstrap if kafka_up else None,
+        "lakehouse_root": str(settings.root),
+        "logs": str(top.logs),
+        "parts": parts,
+    }
+
+
+def render(info: dict) -> str:
+    width = max(len(p) for p in info["parts"])
+    lines = [f"{name:<{width}}  {'up  ' if part['up'] else 'DOWN'}  {part.get('address') or ''}"
+             for name, part in info["parts"].items()]
+    lines += [f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
+              f"lakehouse: {info['lakehouse_root']}  logs: {info['logs']}"]
+    return "\n".join(lines)

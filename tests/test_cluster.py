@@ -1,0 +1,203 @@
+"""The production topology from real parts (`lakehouse cluster`): PostgreSQL, Airflow's api-server, scheduler,
+dag-processor and triggerer on it, a Spark standalone master with two 1-core workers, a Kafka broker. A backfill is
+triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as applications
+of the master, and gold equals the oracle; then faults: PostgreSQL restarted while idle, a Spark worker SIGKILLed
+under a running backfill, the scheduler SIGKILLed and started again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from include.cluster import postgres, spark_standalone
+from include.cluster.topology import Ports, Topology
+from include.generator import DEFAULT_START
+from include.kafka.broker import free_port_pair
+from include.registry import load_registry
+from include.settings import Settings, load_settings
+from include.storage import delta as delta_store
+from tests.support.airflow_api import AirflowApi
+from tests.support.helpers import (
+    REPO,
+    arrival_order,
+    generate,
+    gold_rows,
+    run_cli,
+    session_summary_rows,
+    wait_for,
+)
+from tests.support.oracle import expected_gold, expected_session_summaries
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+
+JOBS = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_sessions",
+        "gold_user_session_summaries"]
+GOLD = ["gold/user_activity_5m", "gold/user_sessions"]
+
+
+def free_ports(count: int) -> int:
+    """A port p with p .. p + count - 1 free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + count < 65535 and all(_free(port + i) for i in range(count)):
+            return port
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class Cluster:
+    env: dict
+    info: dict
+    settings: Settings
+    api: AirflowApi
+    drops: list
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(self.settings.root / "_cluster", Ports.parse(self.env["LAKEHOUSE_CLUSTER_PORTS"]), 2)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(base / "lakehouse"), "PYSPARK_PYTHON": sys.executable,
+           "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
+           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)}"}
+    for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_TEST_PAUSE_AT", "AIRFLOW_HOME"):
+        env.pop(variable, None)
+    up = run_cli(["cluster", "up", "--workers", "2"], env, timeout=420)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+        info = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
+        settings = replace(load_settings(), root=base / "lakehouse")
+        yield Cluster(env, info, settings, AirflowApi(info["airflow_url"], info["airflow_user"],
+                                                       info["airflow_password"]), [])
+    finally:
+        down = run_cli(["cluster", "down"], env, timeout=300)
+    assert down.returncode == 0, down.stderr[-2000:]
+    after = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
+    assert not any(part["up"] for part in after["parts"].values()), after["parts"]
+    data = base / "lakehouse" / "_cluster" / "postgres"
+    if data.is_symlink():  # as root, PostgreSQL's data lives where its user reaches (include/cluster/postgres.py)
+        shutil.rmtree(data.resolve(), ignore_errors=True)
+
+
+def land(cluster: Cluster, seed: int, hours: int) -> None:
+    landed = generate(cluster.settings, events=600, seed=seed, files=2, users=20,
+                      start=DEFAULT_START + timedelta(hours=hours))
+    cluster.drops.append(arrival_order(landed.files))
+
+
+def assert_equals_the_oracle(cluster: Cluster) -> None:
+    registry, settings = load_registry(load_settings().registry_path), cluster.settings
+    expected = expected_gold(registry, cluster.drops)
+    for table in GOLD:
+        assert gold_rows(settings, table) == expected[table], table
+    assert session_summary_rows(settings) == expected_session_summaries(registry, cluster.drops)
+    lines = sum(len(f.read_text().splitlines()) for drop in cluster.drops for f in drop)
+    bronze = delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+    assert bronze + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine")) == lines
+
+
+def test_every_part_answers_and_up_again_changes_nothing(cluster):
+    info = cluster.info
+    assert all(part["up"] for part in info["parts"].values()), info["parts"]
+    assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
+                                  "airflow-triggerer", "spark-master", "spark-worker-1", "spark-worker-2", "kafka"}
+    assert info["spark_master"] == "spark://127.0.0.1:7077"
+    assert info["kafka_bootstrap"] == cluster.env["LAKEHOUSE_KAFKA_BOOTSTRAP"]
+    assert set(info["postgres"]) == {"host", "port", "database", "user", "password"}
+    again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
+    assert again.returncode == 0 and "everything was already running" in again.stdout, again.stderr[-2000:]
+    connections = json.loads((cluster.settings.root / "_cluster" / "connections.json").read_text())
+    assert connections["spark_default"]["host"] == "spark://127.0.0.1:7077"
+
+
+def test_a_triggered_backfill_runs_on_the_master_through_the_scheduler(cluster):
+    land(cluster, seed=41, hours=0)
+    run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
+    state = cluster.api.wait("lakehouse_backfill", run_id, timeout=480)
+    tasks = cluster.api.task_states("lakehouse_backfill", run_id)
+    assert state == "success", tasks
+    assert all(tasks[job] == "success" for job in JOBS) and tasks["run_jobs"] == "success", tasks
+    assert_equals_the_oracle(cluster)
+
+    master = spark_standalone.master_state(cluster.topology)
+    apps = [a for a in master["completedapps"] if a["name"] == "lakehouse-jobs"]
+    assert apps and apps[0]["state"] == "FINISHED", master["completedapps"]
+    connection = postgres.connect(cluster.topology, user="airflow", database="airflow")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT state FROM dag_run WHERE dag_id = 'lakehouse_backfill' AND run_id = %s", (run_id,))
+            assert cursor.fetchone() == ("success",)
+    finally:
+        connection.close()
+    assert not list((cluster.settings.root / "_cluster" / "airflow").glob("*.db"))  # no SQLite on the side
+
+
+def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_path):
+    import subprocess
+
+    env = {**cluster.env, "LAKEHOUSE_SPARK_MASTER": cluster.info["spark_master"]}
+    env.pop("PYTHONPATH", None)
+    probe = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "executor_probe.py")], env=env,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    rows = [json.loads(line) for line in probe.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2, probe.stdout
+    workers = str(cluster.settings.root / "_cluster" / "spark")
+    for row in rows:
+        assert ".zip" in row["module"] and "lakehouse-python-" in row["module"], row
+        assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row
+
+
+def test_faults_postgres_restart_worker_killed_scheduler_killed(cluster):
+    top = cluster.topology
+    postgres.stop(top)  # idle: Airflow's components carry on once it is back
+    postgres.start(top)
+    wait_for(lambda: postgres.answers(top), 60, "PostgreSQL to answer again")
+
+    land(cluster, seed=42, hours=3)
+    run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
+    wait_for(lambda: any(a["name"] == "lakehouse-jobs" for a in
+                         (spark_standalone.master_state(top) or {}).get("activeapps", [])),
+             240, "the backfill's application on the master", interval=0.5)
+    worker = spark_standalone.worker_daemon(top, 1).running_pid()
+    os.killpg(worker, signal.SIGKILL)  # the worker and its executor
+    scheduler_daemon = Path(top.run / "airflow-scheduler.pid")
+    scheduler = int(scheduler_daemon.read_text())
+    os.kill(scheduler, signal.SIGKILL)  # the scheduler alone: the task it started goes on
+    try:
+        again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert "airflow-scheduler" in again.stdout and "spark-worker-1" in again.stdout, again.stdout
+        state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
+        assert state == "success", cluster.api.task_states("lakehouse_backfill", run_id)
+    finally:
+        try:
+            os.killpg(scheduler, signal.SIGKILL)  # the killed scheduler's executor processes
+        except ProcessLookupError:
+            pass
+    assert_equals_the_oracle(cluster)
+    lost = [w for w in spark_standalone.master_state(top)["workers"] if w["state"] != "ALIVE"]
+    assert lost, "the master saw no worker lost"
