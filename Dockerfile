@@ -14,7 +14,7 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 
 WORKDIR /opt/lakehouse/app
 COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt psycopg2-binary==2.9.13
+RUN pip install --no-cache-dir -r requirements.txt
 
 ARG DELTA_VERSION=4.4.0
 ARG MAVEN=https://repo1.maven.org/maven2/io/delta

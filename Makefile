@@ -23,8 +23,10 @@ ASSETS_STAMP := .cache/data_docs_assets/.fetched
 # Debian's chromium + chromedriver for the browser test (skipped, with the reason, where they cannot be installed).
 BROWSER_STAMP := .cache/.browser
 APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
+# Debian's PostgreSQL server for `lakehouse cluster` (Airflow's metadata database), installed when missing.
+POSTGRES_STAMP := .cache/.postgres
 
-.PHONY: demo test test-unit lint bench airflow clean
+.PHONY: demo test test-unit lint bench airflow cluster clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
@@ -69,10 +71,18 @@ $(BROWSER_STAMP):
 	  echo "installed chromium and chromium-driver (Debian) for the browser test"; touch $@; \
 	else echo "could not install chromium + chromium-driver (Debian packages): the browser test will be skipped"; fi
 
+$(POSTGRES_STAMP):
+	@mkdir -p .cache
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then touch $@; \
+	elif $(APT) install -y -q postgresql >/dev/null 2>&1 || \
+	     { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q postgresql >/dev/null 2>&1; }; then \
+	  echo "installed postgresql (Debian) for lakehouse cluster"; touch $@; \
+	else echo "PostgreSQL's server is missing and could not be installed: apt-get install postgresql"; exit 2; fi
+
 demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) $(POSTGRES_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q --durations=20 -n 2
 
@@ -85,6 +95,10 @@ test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
 	$(VENV)/bin/lakehouse airflow standalone
+
+# The production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone cluster, Kafka.
+cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP)
+	$(VENV)/bin/lakehouse cluster up
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

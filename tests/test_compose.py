@@ -39,8 +39,7 @@ def test_airflow_and_spark_agree():
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
     connection = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert connection["conn_type"] == "spark"
-    master = f"{connection['host']}:{connection['port']}"
-    assert master == env["LAKEHOUSE_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert connection["host"] == env["LAKEHOUSE_SPARK_MASTER"] == "spark://spark-master:7077"
     assert "7077:7077" in services["spark-master"]["ports"]
     assert "spark://spark-master:7077" in " ".join(services["spark-worker"]["command"])
     for variable in ("LAKEHOUSE_ROOT", "LAKEHOUSE_SPARK_MASTER"):
@@ -74,3 +73,46 @@ def test_kafka_service_is_the_connection_the_jobs_use():
     for artifact in ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "kafka-clients",
                      "commons-pool2"):
         assert f"<artifactId>{artifact}</artifactId>" in pom and artifact in dockerfile
+
+
+def test_compose_and_lakehouse_cluster_share_their_settings(tmp_path):
+    """One source: include/cluster/topology.py. The compose file sets the shared settings to the same values and
+    every deployment-specific one; its connections are the ones `lakehouse cluster` writes, on its own hosts."""
+    from include.cluster.topology import (
+        DEPLOYMENT_AIRFLOW_SETTINGS,
+        SHARED_AIRFLOW_SETTINGS,
+        WORKER_CORES,
+        WORKER_MEMORY,
+        Ports,
+        Topology,
+        airflow_settings,
+        cluster_connections,
+    )
+
+    compose = load_compose()
+    services = compose["services"]
+    env = services["airflow-scheduler"]["environment"]
+    top = Topology(tmp_path, Ports())
+    cluster = airflow_settings(top)
+    for name, value in SHARED_AIRFLOW_SETTINGS.items():
+        assert env[name] == cluster[name] == value, name
+    for name in DEPLOYMENT_AIRFLOW_SETTINGS:
+        assert env.get(name), f"docker-compose.yaml does not set {name}"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].endswith("/execution/")
+    assert cluster["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].endswith("/execution/")
+    assert "${AIRFLOW_JWT_SECRET" in env["AIRFLOW__API_AUTH__JWT_SECRET"]  # one secret, from .env, for all
+    for component in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+                      "spark-master", "spark-worker"):
+        assert services[component]["environment"] is services["airflow-scheduler"]["environment"], component
+        assert "lakehouse-data:/opt/lakehouse/data" in services[component]["volumes"], component
+        assert "healthcheck" in services[component] or component == "spark-worker", component
+    assert "healthcheck" in services["kafka"] and "healthcheck" in services["postgres"]
+
+    project = json.loads((REPO / "include" / "airflow" / "connections.json").read_text())
+    written = cluster_connections(project, top)
+    composed = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert composed["extra"] == written["spark_default"]["extra"] == {"deploy-mode": "client"}
+    assert written["spark_default"]["host"] == top.spark_master and composed["host"].endswith(":7077")
+    worker = " ".join(services["spark-worker"]["command"])
+    assert f"--cores {WORKER_CORES}" in worker and f"--memory {WORKER_MEMORY}" in worker
+    assert services["airflow-init"]["command"] == ["lakehouse", "airflow-setup"]  # the pool, as the cluster makes it

@@ -122,26 +122,40 @@ class Topology:
 
 
 def topology(settings: Settings, workers: int = 2) -> Topology:
-    return Topology(settings.root / "_cluster", Ports.from_env(), workers)
+    return Topology(settings.layout.cluster, Ports.from_env(), workers)
+
+
+# Identical in every deployment of the topology (`lakehouse cluster` and docker-compose.yaml: tests/test_compose.py).
+SHARED_AIRFLOW_SETTINGS = {
+    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__API_AUTH__JWT_ISSUER": "lakehouse",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
+}
+# Set in every deployment, to values of its own (addresses, secrets, files).
+DEPLOYMENT_AIRFLOW_SETTINGS = (
+    "AIRFLOW_HOME", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__API__BASE_URL", "AIRFLOW__CORE__DAGS_FOLDER",
+    "AIRFLOW__CORE__PLUGINS_FOLDER",
+)
 
 
 def airflow_settings(top: Topology) -> dict[str, str]:
     """What every Airflow component of the cluster shares, beyond the project's embedded settings
-    (include.airflow.environment): the database, the executor, one JWT secret and fernet key, the execution API's
-    URL, the login, the connections with `spark_default` on the standalone master."""
+    (include.airflow.environment, which sets the DAGs and plugins folders): the database, the executor, one JWT secret
+    and fernet key, the execution API's URL, the login, the connections with `spark_default` on the standalone
+    master."""
     keys = top.secrets()
     return {
+        **SHARED_AIRFLOW_SETTINGS,
         "AIRFLOW_HOME": str(top.airflow_home),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": top.database_url(),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
-        "AIRFLOW__API_AUTH__JWT_ISSUER": "lakehouse",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{top.airflow_url}/execution/",
         "AIRFLOW__API__BASE_URL": top.airflow_url,
         "AIRFLOW__API__HOST": HOST,
         "AIRFLOW__API__PORT": str(top.ports.airflow),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(top.airflow_home / "passwords.json"),
         "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(top.connections_file)}),
     }

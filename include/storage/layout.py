@@ -17,6 +17,7 @@
     _reports/health/              the pipeline-health report (include/ops/health_report.py)
     _reports/demo/                `lakehouse demo`'s Airflow log
     _kafka/                       the broker `lakehouse kafka up` starts: data/ (its log segments), broker.log
+    _cluster/                     `lakehouse cluster`: postgres/, airflow/, spark/, logs/, run/ (include/cluster)
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ class Layout:
     @property
     def kafka(self) -> Path:
         return self.root / "_kafka"
+
+    @property
+    def cluster(self) -> Path:
+        return self.root / "_cluster"
 
     @property
     def spark_warehouse(self) -> Path:
