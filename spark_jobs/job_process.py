@@ -69,7 +69,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
     One job: its failure is raised (one line and its exit code, from `main`). Several jobs share one driver and run
     one after another in dependency order: a job that fails or is refused is recorded and the run goes on with the
-    jobs that do not read its tables; the exit code is the first failure's (75 when some were only refused)."""
+    jobs that do not read its tables (its readers are `not_run`: run now, they would miss what it adds when it runs
+    later); the exit code is the first failure's (75 when some were only refused)."""
     from spark_jobs import batch_hooks
 
     registry = load_registry(settings.registry_path)
@@ -85,7 +86,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     outcomes: dict[str, run_outcomes.Outcome] = {}
     codes: list[int] = []
     for job in jobs:
-        blocked = [u for u in registry.upstream(job.id) if u in outcomes and outcomes[u].status in ("failed", "not_run")]
+        # A reader of a job that did not run here waits for it: run after it (alone, by its own task) it sees its input
+        blocked = [u for u in registry.upstream(job.id)
+                   if u in outcomes and outcomes[u].status in ("failed", "refused", "not_run")]
         if driver.stop.is_set() or blocked:
             why = f"upstream {', '.join(blocked)} did not run in this run" if blocked else "the run was stopped first"
             outcome = run_outcomes.Outcome(job.id, "not_run", why)

@@ -22,7 +22,7 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.validate import check_job_files
-from include.ops import lease, stop_requests
+from include.ops import batch_ledger, lease, stop_requests
 from include.ops.heartbeats import write_heartbeat
 from include.registry import (
     PROCESSORS,
@@ -148,6 +148,12 @@ def replay_batch_owing_a_watermark(settings: Settings, job: JobSpec, trigger: Tr
     checkpoint = settings.layout.checkpoint(job.id)
     batch = checkpoints.owed_watermark_batch(checkpoint)
     if batch is None:
+        return
+    app_id = checkpoints.writer_app_id(checkpoint, job.id)
+    if app_id is None or not batch_ledger.recorded(settings, job.id, app_id, batch):
+        # written by an earlier writer generation (a rollback rewound to it): a replay under this one would write
+        # its rows again; the next batch, with the input after it, plans the no-data batch as usual
+        log.info("job=%s: batch %d was written by an earlier writer; not run again", job.id, batch)
         return
     log.warning("job=%s: batch %d moved the watermark on but the run ended before the batch that emits what it "
                 "closes; running batch %d again (its rows are already written) so that Spark plans that batch",

@@ -1,8 +1,9 @@
 """The production topology from real parts (`lakehouse cluster`): PostgreSQL, Airflow's api-server, scheduler,
 dag-processor and triggerer on it, a Spark standalone master with two 1-core workers, a Kafka broker. A backfill is
-triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as applications
-of the master, and gold equals the oracle; then faults: PostgreSQL restarted while idle, a Spark worker SIGKILLed
-under a running backfill, the scheduler SIGKILLed and started again."""
+triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as an
+application of the master, and gold equals the oracle, through faults: PostgreSQL restarted while idle, a Spark
+worker and the scheduler SIGKILLed under the running backfill and started again. Then checkpoint actions through
+the API, one approved under Required Actions. (One backfill carries the faults: each run costs minutes.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import socket
 import sys
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -122,6 +122,28 @@ def assert_equals_the_oracle(cluster: Cluster) -> None:
     assert bronze + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine")) == lines
 
 
+def test_a_part_that_cannot_start_is_named_and_what_up_started_is_stopped(tmp_path):
+    """(First in the module: before the module's cluster holds port 7077.) The Spark master's UI port taken: `up` names the part and the port, exits 1, and stops PostgreSQL and Kafka,
+    which it had started already."""
+    taken = free_ports(3)
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(tmp_path / "lakehouse"), "PYSPARK_PYTHON": sys.executable,
+           "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
+           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{taken}"}
+    env.pop("AIRFLOW_HOME", None)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen()
+        failed = run_cli(["cluster", "up"], env, timeout=300)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines() == [
+        f"lakehouse cluster up: spark-master UI: port {taken} on 127.0.0.1 is taken by another program (free it, or "
+        "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui)"], failed.stderr
+    after = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
+    assert not any(part["up"] for part in after["parts"].values()), after["parts"]
+    data = tmp_path / "lakehouse" / "_cluster" / "postgres"
+    if data.is_symlink():
+        shutil.rmtree(data.resolve(), ignore_errors=True)
+
 def test_every_part_answers_and_up_again_changes_nothing(cluster):
     info = cluster.info
     assert all(part["up"] for part in info["parts"].values()), info["parts"]
@@ -136,19 +158,43 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert connections["spark_default"]["host"] == "spark://127.0.0.1:7077"
 
 
-def test_a_triggered_backfill_runs_on_the_master_through_the_scheduler(cluster):
+def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(cluster):
+    """PostgreSQL restarted while idle; then a backfill triggered as a Trigger click is, run by the scheduler, its jobs
+    an application of the master; under it a Spark worker (and its executor) and the scheduler are SIGKILLed and
+    `lakehouse cluster up` starts them again. The run succeeds, gold equals the oracle, the run is in PostgreSQL."""
+    top = cluster.topology
+    postgres.stop(top)  # idle: Airflow's components carry on once it is back
+    postgres.start(top)
+    wait_for(lambda: postgres.answers(top), 60, "PostgreSQL to answer again")
+
     land(cluster, seed=41, hours=0)
     run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
-    state = cluster.api.wait("lakehouse_backfill", run_id, timeout=480)
-    tasks = cluster.api.task_states("lakehouse_backfill", run_id)
-    assert state == "success", tasks
-    assert all(tasks[job] == "success" for job in JOBS) and tasks["run_jobs"] == "success", tasks
+    wait_for(lambda: any(a["name"] == "lakehouse-jobs" for a in
+                         (spark_standalone.master_state(top) or {}).get("activeapps", [])),
+             240, "the backfill's application on the master", interval=0.5)
+    os.killpg(spark_standalone.worker_daemon(top, 1).running_pid(), signal.SIGKILL)  # the worker and its executor
+    scheduler = int((top.run / "airflow-scheduler.pid").read_text())
+    os.kill(scheduler, signal.SIGKILL)  # the scheduler alone: the task it started goes on
+    try:
+        again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert "airflow-scheduler" in again.stdout and "spark-worker-1" in again.stdout, again.stdout
+        state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
+        tasks = cluster.api.task_states("lakehouse_backfill", run_id)
+        assert state == "success", tasks
+        assert all(tasks[job] == "success" for job in JOBS), tasks
+    finally:
+        try:
+            os.killpg(scheduler, signal.SIGKILL)  # the killed scheduler's executor processes
+        except ProcessLookupError:
+            pass
     assert_equals_the_oracle(cluster)
 
-    master = spark_standalone.master_state(cluster.topology)
+    master = spark_standalone.master_state(top)
+    assert [w for w in master["workers"] if w["state"] != "ALIVE"], "the master saw no worker lost"
     apps = [a for a in master["completedapps"] if a["name"] == "lakehouse-jobs"]
     assert apps and apps[0]["state"] == "FINISHED", master["completedapps"]
-    connection = postgres.connect(cluster.topology, user="airflow", database="airflow")
+    connection = postgres.connect(top, user="airflow", database="airflow")
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT state FROM dag_run WHERE dag_id = 'lakehouse_backfill' AND run_id = %s", (run_id,))
@@ -174,40 +220,8 @@ def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_p
         assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row
 
 
-def test_faults_postgres_restart_worker_killed_scheduler_killed(cluster):
-    top = cluster.topology
-    postgres.stop(top)  # idle: Airflow's components carry on once it is back
-    postgres.start(top)
-    wait_for(lambda: postgres.answers(top), 60, "PostgreSQL to answer again")
-
-    land(cluster, seed=42, hours=3)
-    run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
-    wait_for(lambda: any(a["name"] == "lakehouse-jobs" for a in
-                         (spark_standalone.master_state(top) or {}).get("activeapps", [])),
-             240, "the backfill's application on the master", interval=0.5)
-    worker = spark_standalone.worker_daemon(top, 1).running_pid()
-    os.killpg(worker, signal.SIGKILL)  # the worker and its executor
-    scheduler_daemon = Path(top.run / "airflow-scheduler.pid")
-    scheduler = int(scheduler_daemon.read_text())
-    os.kill(scheduler, signal.SIGKILL)  # the scheduler alone: the task it started goes on
-    try:
-        again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
-        assert again.returncode == 0, again.stderr[-2000:]
-        assert "airflow-scheduler" in again.stdout and "spark-worker-1" in again.stdout, again.stdout
-        state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
-        assert state == "success", cluster.api.task_states("lakehouse_backfill", run_id)
-    finally:
-        try:
-            os.killpg(scheduler, signal.SIGKILL)  # the killed scheduler's executor processes
-        except ProcessLookupError:
-            pass
-    assert_equals_the_oracle(cluster)
-    lost = [w for w in spark_standalone.master_state(top)["workers"] if w["state"] != "ALIVE"]
-    assert lost, "the master saw no worker lost"
-
-
 def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refresh(cluster):
-    """After the faults above: a registry change of the 5-minute job's shuffle partitions, repartitioned through
+    """After the backfill above: a registry change of the 5-minute job's shuffle partitions, repartitioned through
     `checkpoint_reset` (no state destroyed: no approval asked), verified; then a full refresh, which destroys state,
     approved by a person through the API (Required Actions), rebuilt from silver, audited, still equal to the
     oracle."""
@@ -216,7 +230,7 @@ def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refr
     from include import checkpoints
     from include.ops import checkpoint_audit
 
-    assert cluster.drops, "runs after the backfills above"
+    assert cluster.drops, "runs after the backfill above"
     raw = yaml.safe_load(cluster.settings.registry_path.read_text())
     raw["jobs"]["gold_user_activity_5m"]["state_store"] = {"shuffle_partitions": 2}
     cluster.settings.registry_path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -259,3 +273,4 @@ def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refr
                                 ("gold_user_activity_5m", "verify", "done")]
     assert cluster.settings.layout.archived_checkpoint("gold_user_activity_5m", 1).is_dir()
     assert_equals_the_oracle(cluster)  # rebuilt from silver on the cluster: the same windows
+

@@ -43,6 +43,18 @@ def record(settings: Settings, job_id: str, app_id: str, batch_id: int, tables: 
         delta_store.append_rows(settings.layout.ops_table(LEDGER_TABLE), LEDGER_SCHEMA, rows)
 
 
+def recorded(settings: Settings, job_id: str, app_id: str, batch_id: int) -> bool:
+    """The writer `app_id` (this generation exactly) recorded `batch_id` of `job_id`: its writes are all done, so a
+    replay of that batch under the same writer writes nothing again."""
+    path = settings.layout.ops_table(LEDGER_TABLE)
+    if not delta_store.table_exists(path):
+        return False
+    table = delta_store.read_table(path)
+    mask = pc.and_(pc.and_(pc.equal(table["job"], job_id), pc.equal(table["app_id"], app_id)),
+                   pc.equal(table["batch_id"], batch_id))
+    return table.filter(mask).num_rows > 0
+
+
 def versions_after(settings: Settings, job_id: str, app_id: str, batch_id: int) -> dict[str, int]:
     """{table: version} recorded after `batch_id` by the writer `app_id`, or, for a batch from before a
     rollback, by the generation before it (empty when the ledger has no such batch)."""
