@@ -171,18 +171,23 @@ def test_a_manual_run_of_a_subset_runs_only_those_jobs(settings, registry, fresh
 @pytest.mark.spark
 @pytest.mark.slow
 def test_backfill_skips_a_job_that_runs_live(settings, fresh_assets):
-    """Both DAGs at once: a backfill of a job whose lease a live process holds is skipped with the reason."""
+    """Both DAGs at once: a backfill of a job whose lease a live process holds is skipped with the reason; its
+    reader is left out of `run_jobs` too (there it would run before the job adds what it reads) and runs after it,
+    in its own task."""
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     generate(settings, events=100, seed=53, files=1)
     held = lease.acquire(settings, "bronze_clickstream", trigger="processing-time=10 seconds")
     try:
-        run = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream"]})
+        run = dagbag().dags["lakehouse_backfill"].test(run_conf={"jobs": ["bronze_clickstream", "silver_clickstream"]})
     finally:
         held.release()
     assert run.state == DagRunState.SUCCESS
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["bronze_clickstream"] == TaskInstanceState.SKIPPED
+    assert stored_xcom("lakehouse_backfill", run.run_id, "run_jobs") == {}  # neither ran in the shared driver
+    assert states["silver_clickstream"] == TaskInstanceState.SUCCESS  # alone, after bronze's task
+    assert delta_store.table_exists(settings.layout.table("silver/clickstream"))
     assert delta_store.count_rows(settings.layout.table("bronze/clickstream")) == 0
     assert not delta_store.table_exists(settings.layout.ops_table("alerts"))
 

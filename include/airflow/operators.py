@@ -51,7 +51,8 @@ class SharedDriverOperator(SparkSubmitOperator):
     Each job's own task then reads how its job ended (`include.ops.run_outcomes`) and starts no driver when it ran.
     This task is only the fast path: whatever it did not finish (a job that failed or was refused, or the whole
     driver lost) its job's own task runs in a driver of its own, and fails or succeeds for it; so this task fails
-    only when it cannot start at all. Jobs whose checkpoint lease another process holds (a live job) are left out."""
+    only when it cannot start at all. Jobs whose checkpoint lease another process holds (a live job, or this task's
+    previous try still stopping) are left out, and so are the jobs that read them: their own tasks run them after."""
 
     def __init__(self, *, job_ids: list[str], settings: Settings, **kwargs):
         kwargs.setdefault("pool", SPARK_POOL)
@@ -64,12 +65,19 @@ class SharedDriverOperator(SparkSubmitOperator):
         from airflow.sdk.exceptions import AirflowException
 
         from include.ops import lease, run_outcomes
+        from include.registry import load_registry
 
         selected = (context.get("params") or {}).get("jobs") or self.job_ids
         held = [j for j in self.job_ids if j in selected and lease.is_held(self.lakehouse_settings, j)]
-        self.running = [j for j in self.job_ids if j in selected and j not in held]
+        registry = load_registry(self.lakehouse_settings.registry_path)
+        readers: list[str] = []  # of a left-out job: run here, before it, they would miss what it adds
+        for job_id in (j for j in registry.order if j in selected and j in self.job_ids and j not in held):
+            if any(u in held or u in readers for u in registry.upstream(job_id)):
+                readers.append(job_id)
+        self.running = [j for j in self.job_ids if j in selected and j not in held and j not in readers]
         if held:
-            self.log.info("left to their own tasks (another process holds their checkpoint): %s", ", ".join(held))
+            self.log.info("left to their own tasks (another process holds their checkpoint): %s%s", ", ".join(held),
+                          f"; and their readers: {', '.join(readers)}" if readers else "")
         directory = shared_outcomes(self.lakehouse_settings, context["ti"])
         run_outcomes.clear(directory)
         if not self.running:
