@@ -366,3 +366,22 @@ def test_a_state_health_breach_alerts_fails_the_supervising_task_and_is_flagged(
     chart = (index.parent / "silver_clickstream.svg").read_text()
     assert chart.startswith("<?xml") and "<svg" in chart
     assert "not run yet: no micro-batch recorded" in page  # the other jobs, which have no progress rows
+
+
+def test_a_backfill_task_waits_for_another_catch_up_run_but_not_for_a_live_job(settings):
+    """A backfill task's previous try still stopping (an available-now holder) is waited for; a live job is not."""
+    catching_up = lease.acquire(settings, "bronze_clickstream", trigger="available-now")
+    live = lease.acquire(settings, "silver_clickstream", trigger="processing-time=10 seconds")
+    try:
+        threading.Timer(1.5, catching_up.release).start()
+        started = time.monotonic()
+        assert lease.wait_while_catching_up(settings, ["bronze_clickstream", "silver_clickstream"], 30) == []
+        assert 1.0 < time.monotonic() - started < 10
+        assert lease.is_held(settings, "silver_clickstream")  # not waited for: the task skips it, naming it
+        again = lease.acquire(settings, "bronze_clickstream", trigger="available-now")
+        try:
+            assert lease.wait_while_catching_up(settings, ["bronze_clickstream"], 0.5) == ["bronze_clickstream"]
+        finally:
+            again.release()
+    finally:
+        live.release()

@@ -68,6 +68,8 @@ class SharedDriverOperator(SparkSubmitOperator):
         from include.registry import load_registry
 
         selected = (context.get("params") or {}).get("jobs") or self.job_ids
+        lease.wait_while_catching_up(self.lakehouse_settings, [j for j in self.job_ids if j in selected],
+                                     self.lakehouse_settings.stop_grace_seconds)
         held = [j for j in self.job_ids if j in selected and lease.is_held(self.lakehouse_settings, j)]
         registry = load_registry(self.lakehouse_settings.registry_path)
         readers: list[str] = []  # of a left-out job: run here, before it, they would miss what it adds
@@ -130,6 +132,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             if outcome.status == "failed":
                 raise AirflowException(f"job {self.job_id} failed in this run's shared driver (task run_jobs): "
                                        f"{outcome.detail}; a retry runs it in a driver of its own")
+        lease.wait_while_catching_up(self.lakehouse_settings, [self.job_id], self.lakehouse_settings.stop_grace_seconds)
         if lease.is_held(self.lakehouse_settings, self.job_id):
             raise AirflowSkipException(self._running_elsewhere())
         started = datetime.now(UTC)

@@ -123,6 +123,26 @@ def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: flo
     return lease
 
 
+def wait_while_catching_up(settings: Settings, job_ids: list[str], timeout: float) -> list[str]:
+    """Wait, up to `timeout` seconds, while another available-now run holds the lease of one of `job_ids` (a
+    backfill task's previous try still stopping at its batch boundary, or a run by hand): it ends by itself. Live
+    holders and checkpoint actions are not waited for. Returns the jobs still held by such a run."""
+    import time
+
+    def catching_up() -> list[str]:
+        return [j for j in job_ids if is_held(settings, j)
+                and (read_lease(settings, j) or {}).get("trigger") == "available-now"]
+
+    deadline = time.monotonic() + timeout
+    waiting = catching_up()
+    if waiting:
+        log.info("waiting up to %.0f s for the available-now runs of %s to end", timeout, ", ".join(waiting))
+    while waiting and time.monotonic() < deadline:
+        time.sleep(1.0)
+        waiting = catching_up()
+    return waiting
+
+
 def is_held(settings: Settings, job_id: str) -> bool:
     """True while a process holds the lease: probes the lock (same host) or the expiry (other hosts)."""
     path = settings.layout.lease(job_id)
