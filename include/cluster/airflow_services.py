@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import urllib.request
 
 from include.airflow.environment import CONNECTIONS_FILE, airflow_command, airflow_environment
-from include.cluster.daemons import Daemon
+from include.cluster.daemons import Daemon, get_json
 from include.cluster.topology import AIRFLOW_USER, HOST, Topology, airflow_settings, cluster_connections
 from include.settings import Settings
 
@@ -39,11 +38,7 @@ def start(settings: Settings, top: Topology, component: str) -> None:
 
 def health(top: Topology) -> dict | None:
     """The API server's health document (metadatabase, scheduler, triggerer, dag_processor), or None."""
-    try:
-        with urllib.request.urlopen(f"{top.airflow_url}/api/v2/monitor/health", timeout=3) as response:
-            return json.loads(response.read())
-    except (OSError, ValueError):
-        return None
+    return get_json(f"{top.airflow_url}/api/v2/monitor/health")
 
 
 def answers(top: Topology, component: str, report: dict | None) -> bool:

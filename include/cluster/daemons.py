@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,17 @@ def terminate(pid: int, name: str, timeout: float, group: bool = False) -> None:
             send(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def get_json(url: str, timeout: float = 3.0) -> dict | None:
+    """The JSON document a part serves at `url`, or None while it does not answer."""
+    import json
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
 
 
 def port_taken(host: str, port: int) -> bool:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
-import urllib.request
 from pathlib import Path
 
-from include.cluster.daemons import Daemon
+from include.cluster.daemons import Daemon, get_json
 from include.cluster.topology import HOST, WORKER_CORES, WORKER_MEMORY, Topology
 
 
@@ -53,11 +51,7 @@ def start_worker(top: Topology, number: int) -> None:
 
 def master_state(top: Topology) -> dict | None:
     """The master's JSON API (`/json/`: status, workers, active and completed applications), or None."""
-    try:
-        with urllib.request.urlopen(f"{top.spark_master_ui}/json/", timeout=3) as response:
-            return json.loads(response.read())
-    except (OSError, ValueError):
-        return None
+    return get_json(f"{top.spark_master_ui}/json/")
 
 
 def alive_workers(state: dict | None) -> int:
