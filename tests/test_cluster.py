@@ -3,7 +3,7 @@ dag-processor and triggerer on it, a Spark standalone master with two 1-core wor
 triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as an
 application of the master, and gold equals the oracle, through faults: PostgreSQL restarted while idle, a Spark
 worker and the scheduler SIGKILLed under the running backfill and started again. Then checkpoint actions through
-the API, one approved under Required Actions. (One backfill carries the faults: each run costs minutes.)"""
+the API: a full refresh approved under Required Actions. (One backfill carries the faults: each run costs minutes.)"""
 
 from __future__ import annotations
 
@@ -229,11 +229,11 @@ def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_p
         assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row
 
 
-def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refresh(cluster):
-    """After the backfill above: a registry change of the 5-minute job's shuffle partitions, repartitioned through
-    `checkpoint_reset` (no state destroyed: no approval asked), verified; then a full refresh, which destroys state,
-    approved by a person through the API (Required Actions), rebuilt from silver, audited, still equal to the
-    oracle."""
+def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(cluster):
+    """After the backfill above: a registry change of the 5-minute job's shuffle partitions (its checkpoint's plan:
+    repartition), resolved by a full refresh through `checkpoint_reset`, which destroys state: approved by a person
+    through the API (Required Actions, Reject proposed), rebuilt from silver on the cluster, audited, still equal to
+    the oracle. (The repartition itself through the DAG: tests/test_airflow.py.)"""
     import yaml
 
     from include import checkpoints
@@ -249,13 +249,6 @@ def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refr
     def audit(run_id: str) -> list[tuple]:
         return sorted((r["job"], r["mode"], r["outcome"]) for r in checkpoint_audit.outcomes(cluster.settings)
                       if r["actor"] == f"dag:checkpoint_reset/{run_id}")
-
-    moved = api.trigger("checkpoint_reset", {"jobs": ["gold_user_activity_5m"], "mode": "repartition",
-                                             "dry_run": False})
-    assert api.wait("checkpoint_reset", moved, timeout=420) == "success", api.task_states("checkpoint_reset", moved)
-    assert api.task_states("checkpoint_reset", moved)["approve"] == "skipped"
-    assert checkpoints.shuffle_partitions(checkpoint) == 2
-    assert audit(moved) == [("gold_user_activity_5m", "repartition", "done"), ("gold_user_activity_5m", "verify", "done")]
 
     refreshed = api.trigger("checkpoint_reset", {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh",
                                                  "dry_run": False, "verify_run": False})  # it ran available-now
@@ -275,11 +268,13 @@ def test_checkpoint_actions_on_the_cluster_repartition_and_an_approved_full_refr
     scheduler_log = cluster.topology.logs / "airflow-scheduler.log"
     wait_for(lambda: paused in scheduler_log.read_text(errors="replace"), 120, "the scheduler to see the approval wait")
     assert detail["defaults"] == ["Reject"] and "**destroys state**" in detail["body"], detail
+    assert "Its checkpoint's plan: `repartition`" in detail["body"], detail["body"]
     api.call("PATCH", approval, {"chosen_options": ["Approve"], "params_input": {}})
     assert api.wait("checkpoint_reset", refreshed, timeout=420) == "success", api.task_states("checkpoint_reset",
                                                                                              refreshed)
     assert audit(refreshed) == [("gold_user_activity_5m", "full-refresh", "done"),
                                 ("gold_user_activity_5m", "verify", "done")]
     assert cluster.settings.layout.archived_checkpoint("gold_user_activity_5m", 1).is_dir()
+    assert checkpoints.shuffle_partitions(checkpoint) == 2
     assert_equals_the_oracle(cluster)  # rebuilt from silver on the cluster: the same windows
 
