@@ -118,7 +118,7 @@ with DAG(
 
     selection = select_jobs()
     shared = SharedDriverOperator(
-        task_id="run_jobs", job_ids=SHARED_DRIVER_JOBS, settings=SETTINGS,
+        task_id="run_jobs", job_ids=SHARED_DRIVER_JOBS, settings=SETTINGS, resources=REGISTRY.default_resources,
         doc_md="Runs the selected jobs in **one Spark application**, one after another in dependency order: one "
                "driver start instead of one per job. Its log has every job's batches; each job's own task then "
                "shows how its job ended (and its summary line). A job it did not finish (failed, refused, or the "
@@ -134,6 +134,7 @@ with DAG(
             job_id=job_id,
             trigger=trigger,
             settings=SETTINGS,
+            resources=job.resources,
             outlets=[table_asset(SETTINGS, t) for t in job.tables_written()],
             trigger_rule="none_failed",
             doc_md=job_doc(SETTINGS, REGISTRY, job, trigger),
@@ -149,12 +150,17 @@ with DAG(
     [*tasks.values()] >> check
     [*tasks.values()] >> health_report_task()
 
-LIVE_JOBS = [job_id for job_id in REGISTRY.order if REGISTRY.jobs[job_id].live]
+LIVE_UNITS = REGISTRY.live_units()  # a group of live jobs (one driver) or a job alone: a supervise task each
+LIVE_JOBS = [job_id for members in LIVE_UNITS.values() for job_id in members]
 LIVE_DOC = f"""
 # lakehouse_live
 
 Keeps the live jobs ({", ".join(LIVE_JOBS)}) running with their **processing-time** triggers.
-Every 5 minutes each task checks its job: is it running (checkpoint lease + heartbeat), is it
+A registry **group** runs as one driver (one Spark application, one JVM) with a streaming query per job; its task
+(`supervise_<group>`) sees to each of its jobs, a line per job in its log. A job without a group runs alone
+(`supervise_<job>`). Groups here: {", ".join(f"{u} ({len(m)} jobs)" for u, m in LIVE_UNITS.items() if u not in
+REGISTRY.jobs) or "none"}.
+Every 5 minutes each task checks each job: is it running (checkpoint lease + heartbeat), is it
 healthy (batches not stalled, batch duration within the trigger interval, input rate not above
 processing rate, state not only growing, watermark advancing), and acts per the job's
 `supervision` policy in the registry: start it, restart it with exponential backoff, or alert.
@@ -170,7 +176,9 @@ processing rate, state not only growing, watermark advancing), and acts per the 
   its `supervision.health`) gets an `_ops/alerts` row and its task **fails** (no retry) while it lasts; the
   job keeps running. `health_report` rebuilds the pipeline-health report (Browse → "Pipeline health report").
 - **Recovering**: a job that exhausted its restarts is `gave_up` and this task fails: read its log
-  in `_ops/logs/<job>.log`, fix the cause, then trigger with `start`.
+  in `_ops/logs/<job>.log` (a group's: `_ops/logs/<group>.log`), fix the cause, then trigger with `start`.
+- **Groups**: a job of a group that fails or is stopped ends alone, its siblings go on; restarting or starting it
+  asks the group's running driver (no new JVM). A group's driver that dies is started again as a whole.
 """
 
 with DAG(
@@ -191,20 +199,24 @@ with DAG(
     },
 ) as live:
     supervised = []
-    for job_id in LIVE_JOBS:
-        job = REGISTRY.jobs[job_id]
+    for unit, members in LIVE_UNITS.items():
+        first = REGISTRY.jobs[members[0]]
+        heading = (f"Supervises `{unit}` ({first.triggers['live']}): " if unit == members[0] else
+                   f"Supervises group `{unit}`: {', '.join(f'`{m}`' for m in members)} as one driver, a streaming "
+                   "query each (a line per job in this log). ")
 
         @task(
-            task_id=f"supervise_{job_id}",
-            doc_md=f"Supervises `{job_id}` ({job.triggers['live']}): "
-            f"policy `{job.supervision.on_down}`, at most {job.supervision.max_restarts} consecutive restarts, "
-            f"backoff from {job.supervision.backoff_seconds}s. Fails when the job has `gave_up`.\n\n"
-            + job_doc(SETTINGS, REGISTRY, job, str(job.triggers["live"])),
+            task_id=f"supervise_{unit}",
+            doc_md=heading + f"Policy `{first.supervision.on_down}`, at most {first.supervision.max_restarts} "
+            f"consecutive restarts, backoff from {first.supervision.backoff_seconds}s (per job). Fails when a job "
+            "has `gave_up`, is blocked or breaches its state health.\n\n"
+            + "\n\n".join(job_doc(SETTINGS, REGISTRY, REGISTRY.jobs[m], str(REGISTRY.jobs[m].triggers["live"]))
+                          for m in members),
         )
-        def supervise(job_id: str = job_id, params=None, run_id=None) -> str:
+        def supervise(unit: str = unit, params=None, run_id=None) -> dict:
             from include.airflow.tasks import supervise
 
-            return supervise(job_id, params, run_id or "")
+            return supervise(unit, params, run_id or "")
 
         supervised.append(supervise())
     supervised >> health_report_task()

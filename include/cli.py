@@ -108,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_status.add_argument("--json", action="store_true", help="as JSON (the logins too)")
     cluster_sub.add_parser("down", help="stop every part, in order; the data stays")
 
-    stop = sub.add_parser("stop", help="ask a running job to stop at its next batch boundary")
-    stop.add_argument("job")
+    stop = sub.add_parser("stop", help="ask a running job (or --all) to stop at its next batch boundary")
+    stop.add_argument("job", nargs="?")
+    stop.add_argument("--all", action="store_true", help="every running job (they stay stopped until started)")
     stop.add_argument("--reason", default="requested from the command line")
     stop.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the job to stop")
     return parser
@@ -351,9 +352,21 @@ def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_stop(settings: Settings, args: argparse.Namespace) -> int:
-    from include.ops.processes import stop_job
+    from include.ops import lease
+    from include.ops.processes import stop_job, stop_jobs
 
     registry = load_registry(settings.registry_path)
+    if bool(args.all) == bool(args.job):
+        raise ValueError("name one job, or --all" if not args.all else "name one job or --all, not both")
+    if args.all:
+        running = [j for j in registry.order if lease.is_held(settings, j)
+                   and not (lease.read_lease(settings, j) or {}).get("action")]  # an action ends by itself
+        left = stop_jobs(settings, running, args.reason, wait_seconds=args.wait)
+        for job_id in running:
+            sys.stdout.write(f"{job_id}: {'stop requested' if job_id in left else 'stopped'}\n")
+        if not running:
+            sys.stdout.write("no job runs\n")
+        return 1 if left and args.wait else 0
     stopped = stop_job(settings, registry.job(args.job).id, args.reason, wait_seconds=args.wait)
     sys.stdout.write(f"{args.job}: {'stopped' if stopped else 'stop requested'}\n")
     return 0 if stopped or not args.wait else 1

@@ -5,7 +5,7 @@
 | LAKEHOUSE_ROOT                   | <repo>/lakehouse                | landing, tables, checkpoints, ops, reports |
 | LAKEHOUSE_REGISTRY               | include/jobs.yaml               | the job registry                          |
 | LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
-| LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory when not under spark-submit |
+| LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory of every driver (spark-submit's too), unless the registry's `resources.driver_memory` says |
 | LAKEHOUSE_SPARK_UI               | 0                               | 1 enables the Spark UI                    |
 | LAKEHOUSE_SPARK_JAVA_OPTIONS     | unset                           | more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of short runs) |
 | LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level (the project's lines)    |
@@ -18,6 +18,7 @@
 | LAKEHOUSE_KAFKA_BOOTSTRAP        | 127.0.0.1:9092                  | the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, DAGs); `lakehouse kafka up` listens there |
 | LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
+| LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -63,6 +64,7 @@ class Settings:
     kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
     kafka_timeout_seconds: int = 20
+    live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
 
     @property
     def driver_java_options(self) -> str:
@@ -114,6 +116,9 @@ def load_settings() -> Settings:
     if not kafka_timeout.isdigit() or int(kafka_timeout) < 1:
         raise ValueError(f"LAKEHOUSE_KAFKA_TIMEOUT_SECONDS must be a positive integer, got {kafka_timeout!r}")
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
+    live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
+    if not live_drivers.isdigit() or int(live_drivers) < 1:
+        raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
     return Settings(
         root=root,
         registry_path=registry,
@@ -133,6 +138,7 @@ def load_settings() -> Settings:
         kafka_bootstrap_set=bool(os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP", "").strip()),
         kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
         kafka_timeout_seconds=int(kafka_timeout),
+        live_drivers=int(live_drivers),
     )
 
 

@@ -119,10 +119,23 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         listed = ",".join(str(j) for j in jars)
         raise JavaError(f"Delta Lake's classes are not on this spark-submit's class path: pass its jars, "
                         f"spark-submit --jars {listed} ... (the DAGs do)")
+    register_functions(spark)
+    return spark
+
+
+def register_functions(spark) -> None:
+    """The project's JVM functions, in this session's function registry."""
     from pyspark.sql.types import StringType
 
     spark.udf.registerJavaFunction(STRICT_JSON_FUNCTION, "lakehouse.StrictJsonReason", StringType())
-    return spark
+
+
+def query_session(spark):
+    """A session of its own for one streaming query beside others in the same driver (a group): the jobs' session
+    settings (shuffle partitions, state store) differ, and each query fixes its own when it starts."""
+    session = spark.newSession()
+    register_functions(session)
+    return session
 
 
 SHIPPED_PACKAGES = ("include", "spark_jobs")  # what executors import: transforms, processors, their registry types

@@ -30,9 +30,12 @@ log = logging.getLogger("lakehouse")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("jobs", nargs="+", metavar="job",
+    parser.add_argument("jobs", nargs="*", metavar="job",
                         help="one job, or several to run one after another in one driver (dependency order, "
                              "available-now triggers only)")
+    parser.add_argument("--group", default=None,
+                        help="run a group of the registry's live jobs in one driver: with a processing-time trigger "
+                             "a streaming query per job, side by side; available-now, one after another")
     parser.add_argument("--trigger", type=arguments.trigger, default=None,
                         help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
     parser.add_argument("--shuffle-partitions", type=arguments.partition_count, default=None)
@@ -74,12 +77,25 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     from spark_jobs import batch_hooks
 
     registry = load_registry(settings.registry_path)
+    if settings.batch_hooks:
+        batch_hooks.install_named(settings.batch_hooks)
+    if bool(args.group) == bool(args.jobs):
+        raise ValueError("name jobs, or one group with --group, not both" if args.group else "name a job (or --group)")
+    if args.group:
+        members = registry.group_members(args.group)
+        trigger = args.trigger or registry.job(members[0]).triggers["live"]
+        if not trigger.available_now:
+            from spark_jobs.group_driver import run_group
+
+            if args.shuffle_partitions is not None:
+                raise ValueError("--shuffle-partitions applies to one job: run the jobs one at a time")
+            return run_group(settings, registry, args.group, None if args.trigger is None else trigger,
+                             SharedDriver(settings))
+        args.jobs = members
     jobs = [registry.job(j) for j in dict.fromkeys(args.jobs)]
     if len(jobs) > 1:
         jobs = [registry.job(j) for j in registry.order if j in {job.id for job in jobs}]
         refuse_a_shared_driver(jobs, args)
-    if settings.batch_hooks:
-        batch_hooks.install_named(settings.batch_hooks)
     driver = SharedDriver(settings)
     if args.outcomes:
         run_outcomes.clear(args.outcomes)
@@ -141,25 +157,31 @@ class SharedDriver:
         return self.spark
 
 
-def run_one(settings: Settings, registry, job, args: argparse.Namespace, driver: SharedDriver) -> run_outcomes.Outcome:
-    """One job in the shared driver: refused before the driver starts when it cannot run (a held lease, an
-    unfinished checkpoint action, damaged checkpoint files, its broker down, a plan other than resume)."""
+def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
+    """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
+    checkpoint action, damaged checkpoint files, its Kafka broker down, a checkpoint plan other than resume."""
     from include.kafka.broker import BrokerError
     from include.kafka.connection import unreachable_broker
-    from spark_jobs.streaming_query import run_job
 
-    trigger = args.trigger or job.triggers["backfill"]
-    if lease.is_held(settings, job.id):  # refuse before paying for a JVM; run_job takes the lease for real
+    if lease.is_held(settings, job.id):
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
-    refuse_if_pending(settings, job.id)  # an unfinished checkpoint action; run_job checks again
-    check_job_files(settings, job)  # a damaged checkpoint is named before paying for a JVM; run_job checks again
-    down = unreachable_broker(settings, job)  # likewise a Kafka source's broker that does not answer
+    refuse_if_pending(settings, job.id)
+    check_job_files(settings, job)
+    down = unreachable_broker(settings, job)
     if down:
         raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
-    if args.shuffle_partitions is None:  # likewise a checkpoint whose plan is not resume (run_job checks again)
+    if shuffle_partitions is None:
         plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
         if plan.mode != "resume":
             raise PlanRequired(plan)
+
+
+def run_one(settings: Settings, registry, job, args: argparse.Namespace, driver: SharedDriver) -> run_outcomes.Outcome:
+    """One job in the shared driver, refused before the driver starts when it cannot run (:func:`preflight`)."""
+    from spark_jobs.streaming_query import run_job
+
+    trigger = args.trigger or job.triggers["backfill"]
+    preflight(settings, registry, job, args.shuffle_partitions)
     names = args.jobs if len(args.jobs) == 1 else ["jobs"]
     spark = driver.session(f"lakehouse-{'-'.join(names)}")
     result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,

@@ -22,7 +22,7 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.validate import check_job_files
-from include.ops import batch_ledger, lease, stop_requests
+from include.ops import batch_ledger, job_requests, lease
 from include.ops.heartbeats import write_heartbeat
 from include.registry import (
     PROCESSORS,
@@ -210,17 +210,17 @@ def run_job(
     finally:
         if lease_taken:
             held.release()
-        stop_requests.clear(settings, job.id)
+        job_requests.clear(settings, job.id)
     log.info("%s", result.summary)  # the last line of the job's log
     return result
 
 
 def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
                     action_id) -> RunResult:
-    leftover = stop_requests.pending(settings, job.id)
+    leftover = job_requests.pending(settings, job.id)
     if leftover:
         log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
-        stop_requests.clear(settings, job.id)
+        job_requests.clear(settings, job.id)
     check_job_files(settings, job)
     refuse_python_source_checkpoint(settings, job)
     refuse_lost_checkpoint(settings, registry, job)
@@ -231,7 +231,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     ensure_job_tables(spark, settings, registry, job)
     configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)
-    recorder.track(job.id, settings, str(trigger))
+    recorder.track(job.id, settings, str(trigger), state_memory_bytes(spark))
     checkpoint = settings.layout.checkpoint(job.id)
     starting = None if (checkpoint / "offsets").is_dir() else read_start_position(checkpoint)
     written: Counter = Counter()  # rows out per table, over this run's batches
@@ -253,7 +253,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     status = "finished"
     while query.isActive:
         held.renew()
-        request = stop_requests.pending(settings, job.id)
+        request = job_requests.pending(settings, job.id)
         if request:  # this job's own request: the other jobs of a shared driver go on (`stop_requested` is the signal's)
             log.info("job=%s: stop requested (%s)", job.id, request)
         if request or stop_requested.is_set():
@@ -286,6 +286,17 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
                               f"; {summary}")
         raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
     return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+
+def state_memory_bytes(spark: SparkSession) -> int | None:
+    """The heap the job's state lives in, as the health check measures it: in local mode the driver's JVM (its
+    executors run there), else an executor's (spark.executor.memory)."""
+    from include.ops.health import memory_bytes
+
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        return int(context._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    return memory_bytes(context.getConf().get("spark.executor.memory", "1g"))
 
 
 def kafka_down(settings: Settings, job: JobSpec) -> str | None:

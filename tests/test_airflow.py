@@ -69,8 +69,11 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
         assert task._conn_id == "spark_default"
     assert backfill.max_active_runs == 1 and not backfill.catchup
     live = bag.dags["lakehouse_live"]
-    supervised = {f"supervise_{j}" for j in registry.order if registry.job(j).live}
+    units = registry.live_units()  # the default registry's groups: 16 live jobs in 4 drivers
+    assert units["clickstream_ingest"] == ["bronze_clickstream", "silver_clickstream"] and len(units) == 4
+    supervised = {f"supervise_{u}" for u in units}
     assert {t.task_id for t in live.tasks} == supervised | {"health_report"}
+    assert "`gold_user_sessions`" in live.get_task("supervise_clickstream_gold").doc_md
     assert live.get_task("health_report").upstream_task_ids == supervised
     quality = bag.dags["data_quality"]
     assert {t.task_id for t in quality.tasks} == {f"validate_{t.replace('/', '__')}" for t in suites}

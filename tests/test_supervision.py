@@ -33,6 +33,7 @@ def registry_variant(path: Path, **supervision_overrides):
     """The real registry with a short live trigger for bronze (and supervision overrides), saved to `path`."""
     raw = yaml.safe_load(load_settings().registry_path.read_text())
     raw["jobs"][JOB]["triggers"] = {"live": LIVE_TRIGGER}
+    raw["jobs"][JOB].pop("group", None)  # alone in its driver (groups: tests/test_groups.py)
     raw["jobs"][JOB]["supervision"] = {"backoff_seconds": 0, "stall_after_seconds": 60, **supervision_overrides}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return build_registry(raw, path)
@@ -212,7 +213,7 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     assert beat["status"] == "stopped"
     committed = checkpoints.latest_committed_batch(settings.layout.checkpoint(JOB))  # not an idle event's next batch
     assert beat["batch_id"] == committed and f", last batch {committed}, " in beat["summary"], (committed, beat)
-    assert not lease.is_held(settings, JOB) and not settings.layout.stop_request(JOB).exists()
+    assert not lease.is_held(settings, JOB) and not settings.layout.job_request("stop", JOB).exists()
     assert processes.LAUNCHED[group].wait(timeout=60) == 0
     assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "stopped"
     assert not lease.is_held(settings, JOB) and job_pids(settings) == []
@@ -223,7 +224,7 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     # Stopping a job that is not running leaves no request file; an explicit start clears the flag
     # (here the start itself fails: the registry file is missing, exit 2 with the reason in the job log).
     assert processes.stop_job(settings, JOB, "again")
-    assert not settings.layout.stop_request(JOB).exists()
+    assert not settings.layout.job_request("stop", JOB).exists()
     assert bookkeeping.read_state(settings, JOB)["stopped_by_request"]["reason"] == "again"
     broken = replace(settings, registry_path=settings.root / "missing.yaml")
     with pytest.raises(RuntimeError, match="registry file not found"):
@@ -336,13 +337,18 @@ def test_state_health_thresholds_in_the_registry(raw):
     assert any(p.startswith(f"{where}: unknown fields ['skew']") for p in found)
 
 
-def test_a_state_health_breach_alerts_fails_the_supervising_task_and_is_flagged(settings, registry, monkeypatch):
+def test_a_state_health_breach_alerts_fails_the_supervising_task_and_is_flagged(settings, registry, monkeypatch,
+                                                                              tmp_path):
     from airflow.sdk.exceptions import AirflowFailException
 
     from include.airflow import tasks
     from include.ops.health_report import build
 
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(settings.root))
+    raw = yaml.safe_load(settings.registry_path.read_text())
+    raw["jobs"]["silver_clickstream"].pop("group", None)  # its task supervises it alone
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(tmp_path / "jobs.yaml"))
     job = registry.job("silver_clickstream")
     window = job.supervision.health_window_batches
     delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA,

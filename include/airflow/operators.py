@@ -19,6 +19,7 @@ from include.ops.launch import (
     job_submit_kwargs,
     submit_kwargs,
 )
+from include.registry import ResourcesSpec
 from include.settings import Settings
 
 
@@ -30,13 +31,13 @@ def shared_outcomes(settings: Settings, ti) -> Path:
 def stop_then_kill(operator: SparkSubmitOperator, settings: Settings, job_ids: list[str]) -> None:
     """A task kill (the UI, a timeout): ask the jobs to stop at their next batch boundary and wait up to the stop
     grace for the driver to exit 0; only then does the hook kill (SIGKILL) what is left."""
-    from include.ops import stop_requests
+    from include.ops import job_requests
 
     process = getattr(operator._hook, "_submit_sp", None) if getattr(operator, "_hook", None) else None
     if process is not None and process.poll() is None:
         operator.log.info("asking %s to stop at the next batch boundary", ", ".join(job_ids))
         for job_id in job_ids:
-            stop_requests.request_stop(settings, job_id, "its Airflow task was killed")
+            job_requests.request_stop(settings, job_id, "its Airflow task was killed")
         try:
             process.wait(timeout=settings.stop_grace_seconds)
         except subprocess.TimeoutExpired:
@@ -54,9 +55,10 @@ class SharedDriverOperator(SparkSubmitOperator):
     only when it cannot start at all. Jobs whose checkpoint lease another process holds (a live job, or this task's
     previous try still stopping) are left out, and so are the jobs that read them: their own tasks run them after."""
 
-    def __init__(self, *, job_ids: list[str], settings: Settings, **kwargs):
+    def __init__(self, *, job_ids: list[str], settings: Settings, resources: ResourcesSpec | None = None, **kwargs):
         kwargs.setdefault("pool", SPARK_POOL)
-        super().__init__(application=str(SUBMIT_ENTRY), **submit_kwargs(settings, "lakehouse-backfill", []), **kwargs)
+        super().__init__(application=str(SUBMIT_ENTRY), **submit_kwargs(settings, "lakehouse-backfill", [], resources),
+                         **kwargs)
         self.job_ids = list(job_ids)
         self.lakehouse_settings = settings
         self.running: list[str] = []
@@ -111,9 +113,11 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     by the DAG's `select_jobs` branch: a job left out never waits for a pool slot.)
     """
 
-    def __init__(self, *, job_id: str, trigger: str, settings: Settings, **kwargs):
+    def __init__(self, *, job_id: str, trigger: str, settings: Settings, resources: ResourcesSpec | None = None,
+                 **kwargs):
         kwargs.setdefault("pool", SPARK_POOL)
-        super().__init__(application=str(SUBMIT_ENTRY), **job_submit_kwargs(settings, job_id, trigger), **kwargs)
+        super().__init__(application=str(SUBMIT_ENTRY), **job_submit_kwargs(settings, job_id, trigger, resources),
+                         **kwargs)
         self.job_id = job_id
         self.lakehouse_settings = settings
 

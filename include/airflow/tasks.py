@@ -25,38 +25,53 @@ def validate_tables(tables: list[str], full: bool = False, origin: str | None = 
     return ("FAILED: " + ", ".join(failures)) if failures else "passed", report.report_page(), failures
 
 
-def supervise(job_id: str, params: dict | None = None, run_id: str = "") -> str:
-    """Task body of `lakehouse_live`: stop or start the job on request, else supervise it per its policy."""
+def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[str, str]:
+    """Task body of `lakehouse_live`, for a group of live jobs (one driver) or a job alone: per job, stop or start it
+    on request, else supervise it per its policy; a line per job in the log. Fails, once every job is seen to, when a
+    job gave up, is blocked or breached its state health."""
     from include.ops import processes
+    from include.ops.admission import CapacityFull
     from include.ops.lease import LeaseHeld
     from include.ops.supervisor import supervise_job
 
     settings, registry = load()
     params = params or {}
-    if job_id in (params.get("stop") or []):
-        stopped = processes.stop_job(settings, job_id, f"stop requested by lakehouse_live {run_id}",
-                                     wait_seconds=settings.stop_grace_seconds)
-        if not stopped:
-            raise RuntimeError(f"{job_id} did not stop within {settings.stop_grace_seconds}s")
-        return "stopped"
-    if job_id in (params.get("start") or []):
-        try:
-            processes.start_job(settings, registry, job_id)
-        except LeaseHeld as running:
-            return f"already running: {running}"
-        return "started"
-    action = supervise_job(settings, registry, job_id, run_id=run_id)
-    if action == "breached":  # the job keeps running; the failed task (no retries) is what a person sees
+    members = registry.live_units()[unit]
+    actions: dict[str, str] = {}
+    for job_id in members:
+        if job_id in (params.get("stop") or []):
+            stopped = processes.stop_job(settings, job_id, f"stop requested by lakehouse_live {run_id}",
+                                         wait_seconds=settings.stop_grace_seconds)
+            actions[job_id] = "stopped" if stopped else f"did not stop within {settings.stop_grace_seconds}s"
+        elif job_id in (params.get("start") or []):
+            try:
+                processes.start_job(settings, registry, job_id)
+                actions[job_id] = "started"
+            except LeaseHeld as running:
+                actions[job_id] = f"already running: {running}"
+            except CapacityFull as full:
+                actions[job_id] = str(full)
+        else:
+            actions[job_id] = supervise_job(settings, registry, job_id, run_id=run_id)
+        log.info("%s: %s", job_id, actions[job_id])
+    breached = [j for j, a in actions.items() if a == "breached"]
+    problems = [f"{j}: state health breached (see _ops/alerts, `lakehouse state {j}` and the health report "
+                f"{settings.layout.health_report_index})" for j in breached]
+    for job_id, action in actions.items():
+        if action == "gave_up":
+            problems.append(f"{job_id}: too many consecutive restarts; see {settings.layout.job_log(unit)}")
+        elif action == "blocked":
+            problems.append(f"{job_id}: not started, its checkpoint needs a person first: "
+                            f"`lakehouse checkpoint plan {job_id}` says what and how")
+        elif action.startswith("did not stop"):
+            problems.append(f"{job_id} {action}")
+    if problems and len(problems) == len(breached):  # the jobs keep running; the failed task is what a person sees
         from airflow.sdk.exceptions import AirflowFailException
 
-        raise AirflowFailException(f"{job_id}: state health breached (see _ops/alerts, `lakehouse state {job_id}` "
-                                   f"and the health report {settings.layout.health_report_index})")
-    if action == "gave_up":
-        raise RuntimeError(f"{job_id}: too many consecutive restarts; see {settings.layout.job_log(job_id)}")
-    if action == "blocked":
-        raise RuntimeError(f"{job_id}: not started, its checkpoint needs a person first: "
-                           f"`lakehouse checkpoint plan {job_id}` says what and how")
-    return action
+        raise AirflowFailException("; ".join(problems))
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return actions
 
 
 def health_report() -> str:

@@ -157,7 +157,9 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     if job.stateful and committed is not None:
         operators = operator_partitions(settings.layout.checkpoint(job_id), committed + 1)
         partitions = {op: [p.keys for p in files] for op, files in operators.items()}
-    health.problems += diagnose(job, batches, memory_bytes(settings.spark_driver_memory), partitions)
+    # the memory its state lives in, as its driver measured it (else what a driver is given by default)
+    memory = (beat or {}).get("memory_bytes") or memory_bytes(settings.spark_driver_memory)
+    health.problems += diagnose(job, batches, memory, partitions)
     return health
 
 

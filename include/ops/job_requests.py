@@ -1,4 +1,5 @@
-"""Stop requests: a file asking a running job to stop at its next batch boundary."""
+"""Requests to a running driver, as files it polls: stop a job at its next batch boundary, or (to a group's driver)
+start a job of the group that is not running."""
 
 from __future__ import annotations
 
@@ -8,21 +9,28 @@ from pathlib import Path
 from include.settings import Settings
 from include.storage.files import write_json_atomically
 
+KINDS = ("stop", "start")
 
-def request_stop(settings: Settings, job_id: str, reason: str) -> Path:
-    """Ask the running job to stop at its next batch boundary."""
-    path = settings.layout.stop_request(job_id)
+
+def request(settings: Settings, job_id: str, reason: str, kind: str = "stop") -> Path:
+    """Ask the driver running (or, for `start`, hosting) the job to stop or start it."""
+    path = settings.layout.job_request(kind, job_id)
     write_json_atomically(path, {"job": job_id, "reason": reason, "requested_at": datetime.now(UTC).isoformat()})
     return path
 
 
-def pending(settings: Settings, job_id: str) -> str | None:
-    """The text of the job's stop request, or None when there is none."""
+def request_stop(settings: Settings, job_id: str, reason: str) -> Path:
+    """Ask the running job to stop at its next batch boundary."""
+    return request(settings, job_id, reason, "stop")
+
+
+def pending(settings: Settings, job_id: str, kind: str = "stop") -> str | None:
+    """The text of the job's request of that kind, or None when there is none."""
     try:
-        return settings.layout.stop_request(job_id).read_text()
+        return settings.layout.job_request(kind, job_id).read_text()
     except FileNotFoundError:
         return None
 
 
-def clear(settings: Settings, job_id: str) -> None:
-    settings.layout.stop_request(job_id).unlink(missing_ok=True)
+def clear(settings: Settings, job_id: str, kind: str = "stop") -> None:
+    settings.layout.job_request(kind, job_id).unlink(missing_ok=True)

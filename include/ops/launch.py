@@ -16,7 +16,7 @@ import sys
 from enum import IntEnum
 from pathlib import Path
 
-from include.registry import Trigger
+from include.registry import ResourcesSpec, Trigger
 from include.settings import REPO_ROOT, Settings
 
 SPARK_CONN_ID = "spark_default"
@@ -57,9 +57,12 @@ def job_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def submit_kwargs(settings: Settings, name: str, application_args: list[str]) -> dict:
-    """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook: the connection, the environment
-    and Delta's jars (from the project's cache, so spark-submit resolves nothing)."""
+def submit_kwargs(settings: Settings, name: str, application_args: list[str],
+                  resources: ResourcesSpec | None = None) -> dict:
+    """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook: the connection, the environment,
+    Delta's jars (from the project's cache, so spark-submit resolves nothing) and the driver's resources (the
+    registry's `resources`; the driver memory LAKEHOUSE_SPARK_DRIVER_MEMORY unless they say)."""
+    resources = resources or ResourcesSpec()
     return {
         "conn_id": SPARK_CONN_ID,
         "application_args": application_args,
@@ -67,20 +70,35 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str]) ->
         "env_vars": job_environment(settings),
         "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
         "conf": {"spark.driver.extraJavaOptions": settings.driver_java_options},  # logging, LAKEHOUSE_SPARK_JAVA_OPTIONS
+        "driver_memory": resources.driver_memory or settings.spark_driver_memory,
+        "executor_memory": resources.executor_memory,
+        "executor_cores": resources.executor_cores,
+        "total_executor_cores": resources.cores_max,  # spark.cores.max: a standalone application takes every core
     }
 
 
-def job_submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str) -> dict:
+def job_submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str,
+                      resources: ResourcesSpec | None = None) -> dict:
     """spark-submit of one run of a registry job (application: SUBMIT_ENTRY)."""
-    return submit_kwargs(settings, f"lakehouse-{job_id}", [job_id, "--trigger", str(trigger)])
+    return submit_kwargs(settings, f"lakehouse-{job_id}", [job_id, "--trigger", str(trigger)], resources)
+
+
+def group_submit_kwargs(settings: Settings, group: str, resources: ResourcesSpec | None = None) -> dict:
+    """spark-submit of a group's live jobs in one driver, each with its live trigger (application: SUBMIT_ENTRY)."""
+    return submit_kwargs(settings, f"lakehouse-group-{group}", ["--group", group], resources)
 
 
 def spark_submit_command(settings: Settings, job_id: str, trigger: Trigger | str) -> list[str]:
     """The spark-submit command line for the job, built by Airflow's SparkSubmitHook from the connection."""
+    return submit_command(job_submit_kwargs(settings, job_id, trigger))
+
+
+def submit_command(kwargs: dict) -> list[str]:
+    """The spark-submit command line of SUBMIT_ENTRY with these arguments (`job_submit_kwargs`,
+    `group_submit_kwargs`), built by Airflow's SparkSubmitHook from the connection."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    hook = SparkSubmitHook(**job_submit_kwargs(settings, job_id, trigger))
-    return hook._build_spark_submit_command(str(SUBMIT_ENTRY))
+    return SparkSubmitHook(**kwargs)._build_spark_submit_command(str(SUBMIT_ENTRY))
 
 
 def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:

@@ -34,8 +34,8 @@ class LeaseHeld(RuntimeError):
     """Another process holds the job's checkpoint lease."""
 
 
-def read_lease(settings: Settings, job_id: str) -> dict | None:
-    return read_json(settings.layout.lease(job_id))
+def read_lease(settings: Settings, job_id: str, path: Path | None = None) -> dict | None:
+    return read_json(path or settings.layout.lease(job_id))
 
 
 def describe_holder(job_id: str, owner: dict | None) -> str:
@@ -97,9 +97,10 @@ class Lease:
 
 
 def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float = DEFAULT_TTL_SECONDS,
-            action: str = "") -> Lease:
-    """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder."""
-    path = settings.layout.lease(job_id)
+            action: str = "", path: Path | None = None) -> Lease:
+    """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder. `path`:
+    another lease than a job's (a group's driver: include/ops/groups.py)."""
+    path = path or settings.layout.lease(job_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     for attempt in range(10):  # a probe by is_held() holds a shared lock for microseconds
@@ -109,9 +110,9 @@ def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: flo
         except BlockingIOError:
             if attempt == 9:
                 os.close(fd)
-                raise LeaseHeld(describe_holder(job_id, read_lease(settings, job_id))) from None
+                raise LeaseHeld(describe_holder(job_id, read_lease(settings, job_id, path))) from None
             time.sleep(0.05)
-    owner = read_lease(settings, job_id)
+    owner = read_lease(settings, job_id, path)
     if owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time():
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
@@ -143,9 +144,9 @@ def wait_while_catching_up(settings: Settings, job_ids: list[str], timeout: floa
     return waiting
 
 
-def is_held(settings: Settings, job_id: str) -> bool:
+def is_held(settings: Settings, job_id: str, path: Path | None = None) -> bool:
     """True while a process holds the lease: probes the lock (same host) or the expiry (other hosts)."""
-    path = settings.layout.lease(job_id)
+    path = path or settings.layout.lease(job_id)
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
@@ -157,7 +158,7 @@ def is_held(settings: Settings, job_id: str) -> bool:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-    owner = read_lease(settings, job_id)
+    owner = read_lease(settings, job_id, path)
     return bool(owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time())
 
 

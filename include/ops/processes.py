@@ -17,10 +17,16 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.ops import lease, stop_requests
+from include.ops import admission, groups, job_requests, lease, run_outcomes
 from include.ops.bookkeeping import read_state, update_state
-from include.ops.launch import ExitCode, job_environment, spark_submit_command
-from include.registry import Registry
+from include.ops.launch import (
+    ExitCode,
+    group_submit_kwargs,
+    job_environment,
+    job_submit_kwargs,
+    submit_command,
+)
+from include.registry import Registry, ResourcesSpec
 from include.settings import REPO_ROOT, Settings
 
 log = logging.getLogger(__name__)
@@ -38,13 +44,16 @@ LAUNCHED: dict[int, subprocess.Popen] = {}
 def start_job(settings: Settings, registry: Registry, job_id: str) -> int:
     """Launch the job detached with its live trigger and return its pid once it holds the lease.
 
+    A job of a group runs in its group's driver: when that runs, it is asked to start the job (a start request);
+    otherwise the group's driver is launched, with every job of the group not stopped by request.
     `settings.registry_path` must be the file `registry` was loaded from: the child reads it.
-    Returns the pid of the job's driver (the lease owner). Clears a stopped-by-request flag. Raises
+    A new driver must fit this host's live driver slots (include/ops/admission.py) and starts when no other is
+    starting. Returns the pid of the job's driver (the lease owner). Clears a stopped-by-request flag. Raises
     LeaseHeld when another process holds the lease (before launching, or when the child itself was
-    refused: exit code 75), RuntimeError when the child died or did not take the lease in time.
+    refused: exit code 75), CapacityFull when no slot is free, RuntimeError when the child died or did not take
+    the lease in time.
     """
     job = registry.job(job_id)
-    trigger = str(job.triggers["live"])
     if lease.is_held(settings, job_id):
         raise lease.LeaseHeld(lease.describe_holder(job_id, lease.read_lease(settings, job_id)))
     if read_state(settings, job_id).get("stopped_by_request"):
@@ -52,8 +61,22 @@ def start_job(settings: Settings, registry: Registry, job_id: str) -> int:
         update_state(settings, job_id, stopped_by_request=None)
     for child in LAUNCHED.values():
         child.poll()  # reap finished children
-    command = spark_submit_command(settings, job_id, trigger)
-    path = settings.layout.job_log(job_id)
+    if job.group and groups.running(settings, job.group):
+        return _start_in_group(settings, job_id, job.group, registry.resources(job.group))
+    unit = job.group or job_id
+    admission.admit(settings, registry, unit)  # CapacityFull: every live driver slot of this host is in use
+    with admission.one_start_at_a_time(settings):
+        if job.group:
+            return _start_in_group(settings, job_id, job.group, registry.resources(job.group))
+        process, path, offset = _launch(settings, job_id, submit_command(job_submit_kwargs(
+            settings, job_id, job.triggers["live"], registry.resources(job_id))))
+        return _await_lease(settings, job_id, lambda: process, path, offset)
+
+
+def _launch(settings: Settings, name: str, command: list[str]) -> tuple[subprocess.Popen, Path, int]:
+    """Start `command` detached, in a session of its own, its output appended to the log of `name` (a job or a
+    group)."""
+    path = settings.layout.job_log(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("ab") as out:
         offset = out.tell()
@@ -64,14 +87,49 @@ def start_job(settings: Settings, registry: Registry, job_id: str) -> int:
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     LAUNCHED[process.pid] = process
-    log.info("job=%s: launched process group %s (%s), log %s", job_id, process.pid, trigger, path)
+    log.info("%s: launched process group %s, log %s", name, process.pid, path)
+    return process, path, offset
 
+
+def _start_in_group(settings: Settings, job_id: str, group: str, resources: ResourcesSpec) -> int:
+    """Ask the group's running driver to start the job, or launch the group's driver; the driver's pid once the
+    job holds its lease there."""
+    asked_at = datetime.now(UTC).isoformat()
+    launched: list = []  # the group's driver, when launched here
+
+    def launch_if_down() -> subprocess.Popen | None:
+        if not launched and not groups.running(settings, group):
+            job_requests.clear(settings, job_id, "start")  # the new driver starts it anyway
+            launched.append(_launch(settings, group, submit_command(group_submit_kwargs(settings, group, resources))))
+        return launched[0][0] if launched else None
+
+    if groups.running(settings, group):
+        job_requests.request(settings, job_id, f"started by the supervisor at {asked_at}", "start")
+        log.info("job=%s: asked the driver of group %s (pid %s) to start it", job_id, group,
+                 groups.driver_pid(settings, group))
+    launch_if_down()
+    path = settings.layout.job_log(group)
+
+    def refused() -> str | None:
+        outcome = run_outcomes.read(groups.outcomes(settings, group), job_id)
+        return outcome.detail if outcome and outcome.at > asked_at and not outcome.ran else None
+
+    offset = launched[0][2] if launched else path.stat().st_size if path.exists() else 0
+    return _await_lease(settings, job_id, launch_if_down, path, offset,
+                        refused)
+
+
+def _await_lease(settings: Settings, job_id: str, process_of, path: Path, offset: int,
+                 refused=lambda: None) -> int:
+    """Wait until the job's lease is held by the driver `process_of()` launched (or by its group's running
+    driver), and return that driver's pid; raise when the process exits or the driver refuses the job first."""
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while True:
-        owner = lease.read_lease(settings, job_id)
-        code = process.poll()
+        process = process_of()
+        owner = lease.read_lease(settings, job_id) if lease.is_held(settings, job_id) else None
+        code = process.poll() if process else None
         driver = owner.get("pid") if owner and owner.get("host") == socket.gethostname() else None
-        if code is None and driver and session_of(driver) == process.pid:
+        if driver and (process is None or code is None) and (process is None or session_of(driver) == process.pid):
             log.info("job=%s: running, driver pid %s holds its checkpoint lease", job_id, driver)
             return driver
         if code == ExitCode.REFUSED:
@@ -81,11 +139,16 @@ def start_job(settings: Settings, registry: Registry, job_id: str) -> int:
             tail = "\n".join(_read_from(path, offset).splitlines()[-40:])
             raise RuntimeError(f"job {job_id!r}: process {process.pid} exited with code {code} while starting; "
                                f"end of {path}:\n{tail}")
+        why = refused()
+        if why:
+            raise RuntimeError(f"job {job_id!r}: not started by its group's driver: {why}")
         if time.monotonic() >= deadline:
-            signal_group(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
-            raise RuntimeError(f"job {job_id!r}: process {process.pid} did not take its checkpoint lease within "
-                               f"{START_TIMEOUT_SECONDS:.0f}s and was killed; see {path}")
+            if process is not None:
+                signal_group(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+            raise RuntimeError(f"job {job_id!r}: did not take its checkpoint lease within "
+                               f"{START_TIMEOUT_SECONDS:.0f}s" + (" and its process was killed" if process else "")
+                               + f"; see {path}")
         time.sleep(POLL_SECONDS)
 
 
@@ -99,16 +162,32 @@ def stop_job(settings: Settings, job_id: str, reason: str, wait_seconds: float =
     if not lease.is_held(settings, job_id):
         log.info("job=%s is not running; marked stopped (%s)", job_id, reason)
         return True
-    stop_requests.request_stop(settings, job_id, reason)
+    job_requests.request_stop(settings, job_id, reason)
     log.info("job=%s: stop requested (%s)", job_id, reason)
     deadline = time.monotonic() + max(wait_seconds, 0.0)
     while lease.is_held(settings, job_id):
         if time.monotonic() >= deadline:
             return False
         time.sleep(POLL_SECONDS)
-    stop_requests.clear(settings, job_id)  # normally removed by the job; not when it ended on its own meanwhile
+    job_requests.clear(settings, job_id)  # normally removed by the job; not when it ended on its own meanwhile
     log.info("job=%s stopped", job_id)
     return True
+
+
+def stop_jobs(settings: Settings, job_ids: list[str], reason: str, wait_seconds: float = 0.0) -> list[str]:
+    """Ask every one of the jobs to stop at its next batch boundary (all at once), then wait up to `wait_seconds`
+    for them together; the jobs still running."""
+    for job_id in job_ids:
+        stop_job(settings, job_id, reason)
+    deadline = time.monotonic() + max(wait_seconds, 0.0)
+    while True:
+        running = [j for j in job_ids if lease.is_held(settings, j)]
+        if not running or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_SECONDS)
+    for job_id in set(job_ids) - set(running):
+        job_requests.clear(settings, job_id)
+    return running
 
 
 def _read_from(path: Path, offset: int) -> str:
@@ -150,14 +229,22 @@ def _wait_released(settings: Settings, job_id: str, seconds: float) -> bool:
     return True
 
 
-def end_stalled(settings: Settings, job_id: str, pid: int | None) -> bool:
-    """SIGTERM the stalled job's driver, SIGKILL its process group after a grace; True once the lease is free.
+def end_stalled(settings: Settings, job_id: str, pid: int | None, group: str | None = None) -> bool:
+    """End the stalled job; True once its lease is free. Alone: SIGTERM its driver, SIGKILL its process group after
+    a grace. In its group's driver: ask that query to stop first (its siblings go on); only when it does not, end
+    the driver as a whole (its siblings are started again with it).
 
     Safe because every batch commit is exactly-once: a killed batch replays on restart.
     """
     owner = lease.read_lease(settings, job_id)
     if pid is None or not owner or owner.get("pid") != pid or owner.get("host") != socket.gethostname():
         return False  # held from another host (or changed hands meanwhile): not ours to kill
+    if group and groups.driver_pid(settings, group) == pid:
+        log.warning("job=%s: asking the driver of group %s (pid %s) to stop its stalled query", job_id, group, pid)
+        job_requests.request_stop(settings, job_id, "stalled: ended by the supervisor")
+        if _wait_released(settings, job_id, settings.stop_grace_seconds + TERM_GRACE_SECONDS):
+            return True
+        log.warning("job=%s: its query did not stop; ending the driver of group %s", job_id, group)
     log.warning("job=%s: ending stalled pid %s", job_id, pid)
     try:
         os.kill(pid, signal.SIGTERM)
@@ -169,5 +256,3 @@ def end_stalled(settings: Settings, job_id: str, pid: int | None) -> bool:
     for child in LAUNCHED.values():
         child.poll()
     return released
-
-

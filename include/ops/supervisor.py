@@ -16,6 +16,7 @@ import time
 from include.checkpoints.plan import PENDING, plan_job
 from include.kafka.connection import unreachable_broker
 from include.ops import lease
+from include.ops.admission import CapacityFull
 from include.ops.alerts import record_alert
 from include.ops.bookkeeping import read_state, update_state
 from include.ops.health import STATE_HEALTH, check_job
@@ -51,7 +52,8 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     not fix); breached (running, with a state-health problem: :data:`include.ops.health.STATE_HEALTH`); refused (another writer holds the lease); stopped (stopped by request, stays so);
     blocked (not running, and its checkpoint plan is not `resume`, or a checkpoint action on it is unfinished: a
     person must act first); refused also while a checkpoint action holds the job; waiting (not running, and the
-    broker of its Kafka source does not answer: started, from its checkpoint, once it does; no restart is spent).
+    broker of its Kafka source does not answer, or every live driver slot of this host is in use: started once it
+    can be; no restart is spent).
     """
     job = registry.job(job_id)
     policy = job.supervision
@@ -123,6 +125,9 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
             except lease.LeaseHeld as refused:
                 alert(f"start refused: {refused}", "info")
                 return "refused"
+            except CapacityFull as full:
+                alert(f"not started: {full}", "warning")
+                return "waiting"
             alert(f"not running ({'never started' if status is None else status}); started as pid {pid}", "info")
             return "started"
         reason = f"not running: crashed (last heartbeat status {status!r}, batch {health.last_batch_id})"
@@ -138,7 +143,7 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     if wait > 0:
         alert(f"{reason}; restart {restarts + 1} allowed in {wait:.0f}s (backoff)", "warning")
         return "backing_off"
-    if health.running and not end_stalled(settings, job_id, health.pid):
+    if health.running and not end_stalled(settings, job_id, health.pid, job.group):
         alert(f"{reason}; could not end it (not a process of this host, or it would not die)")
         return "alerted"
 
@@ -151,9 +156,12 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
     )
     try:
         pid = start_job(settings, registry, job_id)
-    except lease.LeaseHeld as refused:
+    except (lease.LeaseHeld, CapacityFull) as refused:  # not an attempt: the counter and backoff stay as they were
         update_state(settings, job_id, restarts=restarts - 1 or None,
                       next_allowed_at=state.get("next_allowed_at"), batch_at_restart=state.get("batch_at_restart"))
+        if isinstance(refused, CapacityFull):
+            alert(f"{reason}; not restarted: {refused}", "warning")
+            return "waiting"
         alert(f"{reason}; restart refused: {refused}", "info")
         return "refused"
     update_state(settings, job_id, pid_at_restart=pid)

@@ -35,6 +35,7 @@ from include.registry.specs import (
     ParseJson,
     QualitySpec,
     Registry,
+    ResourcesSpec,
     RunningAggregate,
     SessionAggregate,
     SinkSpec,
@@ -49,7 +50,7 @@ from include.registry.specs import (
 
 __all__ = [
     "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
-    "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "RunningAggregate", "SessionAggregate",
+    "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "ResourcesSpec", "RunningAggregate", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",
 ]

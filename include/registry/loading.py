@@ -17,16 +17,22 @@ import yaml
 from include.registry.columns import QUARANTINE_SCHEMA
 from include.registry.context import LoadContext
 from include.registry.graph import declared_tables, dependency_order
-from include.registry.operations import parse_quality, parse_state_store, parse_supervision, parse_triggers
+from include.registry.operations import (
+    parse_quality,
+    parse_resources,
+    parse_state_store,
+    parse_supervision,
+    parse_triggers,
+)
 from include.registry.processors import PROCESSORS
 from include.registry.sinks import parse_sink
 from include.registry.sources import parse_source, parse_sources
-from include.registry.specs import JobSpec, Registry, StatefulProcess, StreamJoin
+from include.registry.specs import JobSpec, Registry, ResourcesSpec, StatefulProcess, StreamJoin
 from include.registry.transforms import RIGHT_INPUT_KINDS, parse_transform
 from include.registry.vocabulary import IDENTIFIER
 
 _JOB_FIELDS = ("description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision",
-               "quality", "reset_allowed")
+               "quality", "reset_allowed", "group", "resources")
 
 
 class RegistryError(ValueError):
@@ -54,7 +60,7 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     ctx = LoadContext()
     if not isinstance(raw, dict):
         raise RegistryError(["the registry must be a mapping with 'sources' and 'jobs'"], path)
-    unknown_top = set(raw) - {"defaults", "sources", "jobs"}
+    unknown_top = set(raw) - {"defaults", "sources", "jobs", "groups"}
     if unknown_top:
         ctx.problems.append(f"unknown top-level keys: {sorted(unknown_top)}")
     defaults = raw.get("defaults") or {}
@@ -62,7 +68,8 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
         ctx.problems.append("defaults: must be a mapping")
         defaults = {}
     ctx.defaults = defaults
-    ctx.unknown_fields("defaults", defaults, ("triggers", "state_store", "supervision", "backfill"))
+    ctx.unknown_fields("defaults", defaults, ("triggers", "state_store", "supervision", "backfill", "group",
+                                              "resources"))
     if not isinstance(defaults.get("backfill") or {}, dict):
         ctx.problem("defaults.backfill", "must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
     ctx.sources = parse_sources(ctx, raw.get("sources") or {})
@@ -88,9 +95,34 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
             ctx.table_schemas[spec.sink.quarantine_table] = dict(QUARANTINE_SCHEMA)
         if spec is not None and _output_event_time(spec):
             ctx.event_times[spec.sink.table] = _output_event_time(spec)
+    for group in sorted({j.group for j in jobs.values() if j.group} & set(raw_jobs)):
+        ctx.problems.append(f"group {group!r}: a job has that id; name the group otherwise (groups and jobs are "
+                            "supervised by name)")
+    group_resources = _parse_groups(ctx, raw.get("groups"), {j.group for j in jobs.values() if j.group})
     if ctx.problems:
         raise RegistryError(ctx.problems, path)
-    return Registry(jobs=jobs, order=tuple(order), table_schemas=ctx.table_schemas)
+    return Registry(jobs=jobs, order=tuple(order), table_schemas=ctx.table_schemas, group_resources=group_resources,
+                    default_resources=parse_resources(ctx, "defaults", None))
+
+
+def _parse_groups(ctx: LoadContext, raw: Any, used: set[str]) -> dict[str, ResourcesSpec]:
+    """The `groups:` section (each group's `resources`), and every group its jobs name."""
+    raw = raw if raw is not None else {}
+    if not isinstance(raw, dict):
+        ctx.problems.append("groups: must be a mapping of group name to {resources: ...}")
+        raw = {}
+    resources = {}
+    for name in sorted(used | set(raw)):
+        where = f"group {name!r}"
+        spec = raw.get(name) if raw.get(name) is not None else {}
+        if name not in used:
+            ctx.problem(where, "no job is in this group (a job joins it with `group: " + str(name) + "`)")
+        if not isinstance(spec, dict):
+            ctx.problem(where, "must be a mapping with `resources`")
+            spec = {}
+        ctx.unknown_fields(where, spec, ("resources",))
+        resources[name] = parse_resources(ctx, where, spec.get("resources"))
+    return resources
 
 
 def _writers(ctx: LoadContext, raw_jobs: dict) -> dict[str, list[str]]:
@@ -172,6 +204,10 @@ def _parse_job(ctx: LoadContext, job_id: str, job: Any) -> tuple[JobSpec | None,
     state_store = parse_state_store(ctx, where, job.get("state_store"), transform.get("kind"))
     supervision = parse_supervision(ctx, where, job.get("supervision"))
     quality = parse_quality(ctx, where, job.get("quality"), transform)
+    group = _parse_group(ctx, where, job.get("group", ctx.defaults.get("group")))
+    if group and job.get("resources") is not None:
+        ctx.problem(where, f"resources: its group {group!r} runs in one driver: set them under groups.{group}.resources")
+    resources = parse_resources(ctx, where, None if group else job.get("resources"))
     if len(ctx.problems) > before or transform_spec is None or sink is None or state_store is None:
         return None, output_schema
     spec = JobSpec(
@@ -188,8 +224,20 @@ def _parse_job(ctx: LoadContext, job_id: str, job: Any) -> tuple[JobSpec | None,
         reset_allowed=ctx.flag(f"{where}: reset_allowed", job.get("reset_allowed", True), True),
         supervision=supervision,
         quality=quality,
+        group=group,
+        resources=resources,
     )
     return spec, output_schema
+
+
+def _parse_group(ctx: LoadContext, where: str, group: Any) -> str | None:
+    """The job's group (several live jobs in one driver), from the job or `defaults.group`; None: it runs alone."""
+    if group is None:
+        return None
+    if not isinstance(group, str) or not IDENTIFIER.match(group):
+        ctx.problem(where, f"group: must be a name of lowercase letters, digits and underscores, got {group!r}")
+        return None
+    return group
 
 
 def _output_event_time(job: JobSpec) -> str | None:

@@ -1,4 +1,4 @@
-"""How a job is run: its `triggers`, `state_store`, `supervision` and `quality` sections.
+"""How a job is run: its `triggers`, `state_store`, `supervision`, `resources` and `quality` sections.
 
 Each section refines the registry's `defaults` of the same name (the job's fields win), except `quality`,
 which is the job's own.
@@ -6,6 +6,7 @@ which is the job's own.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from include.registry.checks import CHECKS, SEVERITIES
@@ -16,6 +17,7 @@ from include.registry.specs import (
     MAX_SHUFFLE_PARTITIONS,
     HealthThresholds,
     QualitySpec,
+    ResourcesSpec,
     StatefulProcess,
     StateStoreSpec,
     SupervisionSpec,
@@ -143,3 +145,26 @@ def parse_quality(ctx: LoadContext, where: str, raw: Any, transform: dict) -> Qu
         elif level not in SEVERITIES:
             ctx.problem(where, f"quality.severity.{name}: must be {' or '.join(SEVERITIES)}, got {level!r}")
     return QualitySpec(freshness_lag_seconds=lag, severity={str(k): str(v) for k, v in severity.items()})
+
+
+MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]$")  # Spark's JVM memory settings: 512m, 2g
+
+
+def parse_resources(ctx: LoadContext, where: str, own: Any) -> ResourcesSpec:
+    """What a driver (a job alone, or a group: `where` says which) asks of Spark, refining `defaults.resources`."""
+    if own is not None and not isinstance(own, dict):
+        ctx.problem(where, "resources: must be a mapping of driver_memory, executor_memory, executor_cores, cores_max")
+        own = None
+    raw = _with_defaults(ctx, "resources", own)
+    ctx.unknown_fields(f"{where}: resources", raw, ("driver_memory", "executor_memory", "executor_cores", "cores_max"))
+    values: dict[str, Any] = {}
+    for name in ("driver_memory", "executor_memory"):
+        value = raw.get(name)
+        if value is not None and not (isinstance(value, str) and MEMORY.match(value.lower())):
+            ctx.problem(where, f"resources.{name}: a JVM memory size such as 512m or 2g, got {value!r}")
+        elif value is not None:
+            values[name] = value.lower()
+    for name in ("executor_cores", "cores_max"):
+        if raw.get(name) is not None:
+            values[name] = ctx.positive_int(f"{where}: resources.{name}", raw[name])
+    return ResourcesSpec(**values)

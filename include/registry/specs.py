@@ -216,6 +216,16 @@ class SupervisionSpec:
 
 
 @dataclass(frozen=True)
+class ResourcesSpec:
+    """What a driver (a job alone, or a group) asks of Spark; None: Spark's default (or the launcher's)."""
+
+    driver_memory: str | None = None  # "2g": the driver's JVM heap (in local mode its executors' too)
+    executor_memory: str | None = None  # on a cluster: each executor's heap
+    executor_cores: int | None = None  # on a cluster: cores per executor
+    cores_max: int | None = None  # on a standalone cluster: cores of the whole application (spark.cores.max)
+
+
+@dataclass(frozen=True)
 class QualitySpec:
     """Optional `quality:` section of a job with a suite (see include/registry/checks.py)."""
 
@@ -237,6 +247,8 @@ class JobSpec:
     supervision: SupervisionSpec = SupervisionSpec()
     reset_allowed: bool = True  # false: `lakehouse checkpoint` refuses full-refresh and reset-checkpoint
     quality: QualitySpec = QualitySpec()
+    group: str | None = None  # live jobs of one group run as one driver, a streaming query each; None: alone
+    resources: ResourcesSpec = ResourcesSpec()  # its driver's, when it runs alone (a group's: Registry.groups)
 
     @property
     def transform_kind(self) -> str:
@@ -265,6 +277,12 @@ class Registry:
     jobs: dict[str, JobSpec]
     order: tuple[str, ...]  # dependency order: upstream jobs first
     table_schemas: dict[str, dict[str, str]]
+    group_resources: dict[str, ResourcesSpec] = field(default_factory=dict)  # every group's driver's
+    default_resources: ResourcesSpec = ResourcesSpec()  # `defaults.resources`: a driver of several jobs (a backfill)
+
+    def resources(self, unit: str) -> ResourcesSpec:
+        """What the driver of `unit` (a group, or a job alone) asks of Spark."""
+        return self.group_resources[unit] if unit in self.group_resources else self.job(unit).resources
 
     def job(self, job_id: str) -> JobSpec:
         if job_id not in self.jobs:
@@ -276,6 +294,24 @@ class Registry:
         """Jobs whose tables `job_id` reads."""
         read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
         return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
+
+    def live_units(self) -> dict[str, list[str]]:
+        """What runs live, one driver each: a group's name with its live jobs, or a job alone (its id, itself);
+        in dependency order of their first job."""
+        units: dict[str, list[str]] = {}
+        for job_id in self.order:
+            job = self.jobs[job_id]
+            if job.live:
+                units.setdefault(job.group or job_id, []).append(job_id)
+        return units
+
+    def group_members(self, group: str) -> list[str]:
+        """The live jobs of `group`, in dependency order; KeyError naming the groups when there is no such group."""
+        members = [j for j in self.order if self.jobs[j].group == group and self.jobs[j].live]
+        if not members:
+            known = sorted({j.group for j in self.jobs.values() if j.group and j.live})
+            raise KeyError(f"no live job is in group {group!r}; the registry's groups: {', '.join(known) or 'none'}")
+        return members
 
     def tables_written(self) -> list[str]:
         """Every table a job writes (sinks and quarantine tables), once, in dependency order."""

@@ -9,8 +9,10 @@
     _ops/<table>/                 operational Delta tables (query_progress, alerts, dq_results)
     _ops/heartbeats/<job>.json    a running job's heartbeat
     _ops/stop_requests/<job>.json a request to stop at the next batch boundary
+    _ops/start_requests/<job>.json a request to a group's running driver to start one of its jobs
+    _ops/groups/<group>.lease     the one driver of a group of live jobs (include/ops/groups.py)
     _ops/supervisor/<job>.json    the live supervisor's bookkeeping
-    _ops/logs/<job>.log           the output of a live job started by the supervisor
+    _ops/logs/<job>.log           the output of a live job started by the supervisor (a group's: <group>.log)
     _ops/run_outcomes/<run>/<job>.json how each job of a several-job driver run ended (the backfill's `run_jobs`)
     _reports/data_docs/           Great Expectations Data Docs
     _reports/gx/                  the GE project the quality runs use
@@ -64,8 +66,17 @@ class Layout:
     def heartbeat(self, job_id: str) -> Path:
         return self.root / "_ops" / "heartbeats" / f"{job_id}.json"
 
-    def stop_request(self, job_id: str) -> Path:
-        return self.root / "_ops" / "stop_requests" / f"{job_id}.json"
+    def job_request(self, kind: str, job_id: str) -> Path:
+        """A `stop` or `start` request for the job (include/ops/job_requests.py)."""
+        return self.root / "_ops" / f"{kind}_requests" / f"{job_id}.json"
+
+    def group_lease(self, group: str) -> Path:
+        return self.root / "_ops" / "groups" / f"{group}.lease"
+
+    @property
+    def live_start_lock(self) -> Path:
+        """Held while a live driver's JVM starts (include/ops/admission.py)."""
+        return self.root / "_ops" / "groups" / "starting.lock"
 
     def supervisor_state(self, job_id: str) -> Path:
         return self.root / "_ops" / "supervisor" / f"{job_id}.json"

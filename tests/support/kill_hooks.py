@@ -54,3 +54,19 @@ def pause_at(job_id: str, point: str, index: int) -> None:
     while not Path(gate).exists():
         time.sleep(0.1)
     waiting.unlink()
+
+
+def fail_env(job_id: str, point: str, batch_id: int, marker: Path) -> dict[str, str]:
+    """Environment variables that make a job's query fail once at (job, point, batch): the batch raises while
+    `marker` does not exist, and creates it (the replayed batch then goes through)."""
+    return {
+        "LAKEHOUSE_BATCH_HOOKS": f"{__name__}:fail_once_at",
+        "LAKEHOUSE_TEST_FAIL_AT": f"{job_id}:{point}:{batch_id}:{marker}",
+    }
+
+
+def fail_once_at(job_id: str, point: str, batch_id: int) -> None:
+    job, wanted_point, wanted_batch, marker = os.environ["LAKEHOUSE_TEST_FAIL_AT"].split(":", 3)
+    if (job, wanted_point, int(wanted_batch)) == (job_id, point, batch_id) and not Path(marker).exists():
+        Path(marker).touch()
+        raise RuntimeError(f"test hook: job {job_id} fails at {point} of batch {batch_id}")

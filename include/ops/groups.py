@@ -1,0 +1,28 @@
+"""Groups of live jobs (the registry's `group`): one driver per group, a streaming query per job
+(spark_jobs/group_driver.py). What the supervisor needs to know of a group's driver, without Spark."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from include.ops import lease
+from include.settings import Settings
+
+
+def driver_pid(settings: Settings, group: str) -> int | None:
+    """The pid of the group's running driver on this host (the holder of the group's lease), or None."""
+    path = settings.layout.group_lease(group)
+    if not lease.is_held(settings, group, path):
+        return None
+    owner = lease.read_lease(settings, group, path) or {}
+    return owner.get("pid") if owner.get("host") == socket.gethostname() else None
+
+
+def running(settings: Settings, group: str) -> bool:
+    return lease.is_held(settings, group, settings.layout.group_lease(group))
+
+
+def outcomes(settings: Settings, group: str) -> Path:
+    """Where the group's driver records how each of its jobs ended (include/ops/run_outcomes.py)."""
+    return settings.layout.run_outcomes(f"group-{group}")

@@ -1,0 +1,149 @@
+"""A group of live jobs in one driver (`lakehouse run --group <name>`): a streaming query per job, side by side, each
+in a thread and a SparkSession of its own (their session settings differ), each with its own lease, heartbeat,
+progress records, summary line and stop request, as when it runs alone.
+
+The driver holds the group's lease (one driver per group). A job that fails or is refused ends alone: its siblings
+go on, and the supervisor (`lakehouse_live`) decides about it as about a job running alone; restarting it is a
+start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. A job stopped by request
+stays stopped. The driver ends when none of its jobs runs any more, or on SIGTERM / SIGINT (every query stops at its
+batch boundary).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+from include.ops import groups, job_requests, lease, run_outcomes
+from include.ops.bookkeeping import read_state
+from include.ops.heartbeats import read_heartbeat
+from include.ops.launch import ExitCode, classify_failure
+from include.registry import Registry, Trigger
+from include.settings import Settings
+from spark_jobs.job_process import SharedDriver, preflight
+
+log = logging.getLogger("lakehouse")
+
+POLL_SECONDS = 1.0
+START_SPACING_SECONDS = 30.0  # at most this long for one query's start before the next (their plans share the cores)
+
+
+class GroupHeld(lease.LeaseHeld):
+    """Another process runs the group's driver."""
+
+
+def acquire_group(settings: Settings, group: str, trigger: str) -> lease.Lease:
+    path = settings.layout.group_lease(group)
+    try:
+        return lease.acquire(settings, f"group {group}", trigger=trigger, path=path)
+    except lease.LeaseHeld:
+        owner = lease.read_lease(settings, group, path) or {}
+        raise GroupHeld(f"group {group!r} already runs: pid {owner.get('pid')} on {owner.get('host')} holds its "
+                        f"driver lease since {owner.get('acquired_at')}; start one of its jobs with `lakehouse_live`'s "
+                        "`start` param (or `lakehouse stop` it)") from None
+
+
+class GroupDriver:
+    """The queries of one group in this driver."""
+
+    def __init__(self, settings: Settings, registry: Registry, group: str, trigger: Trigger | None,
+                 driver: SharedDriver):
+        self.settings, self.registry, self.group, self.trigger, self.driver = settings, registry, group, trigger, driver
+        self.members = registry.group_members(group)
+        self.threads: dict[str, threading.Thread] = {}
+        self.failures: list[int] = []
+        self.outcomes = groups.outcomes(settings, group)
+
+    def run(self) -> int:
+        held = acquire_group(self.settings, self.group, str(self.trigger or "live"))
+        log.info("group=%s: driver of %s", self.group, ", ".join(self.members))
+        wanted = [j for j in self.members if not read_state(self.settings, j).get("stopped_by_request")]
+        for job_id in self.members:
+            if job_id not in wanted:
+                log.info("group=%s: %s stays stopped (stopped by request)", self.group, job_id)
+        try:
+            while True:
+                held.renew()
+                for job_id in self.members:
+                    if job_requests.pending(self.settings, job_id, "start"):
+                        job_requests.clear(self.settings, job_id, "start")
+                        log.info("group=%s: start of %s requested", self.group, job_id)
+                        if job_id not in wanted:
+                            wanted.append(job_id)
+                while wanted and not self.driver.stop.is_set():
+                    self.start(wanted.pop(0))
+                if self.driver.stop.is_set() or not self.running():
+                    break
+                self.driver.stop.wait(POLL_SECONDS)
+            for thread in self.threads.values():
+                thread.join()
+        finally:
+            held.release()
+        log.info("group=%s: driver ends (%s)", self.group,
+                 "stop requested" if self.driver.stop.is_set() else "none of its jobs runs")
+        return self.failures[0] if self.failures else ExitCode.OK
+
+    def running(self) -> list[str]:
+        return [j for j, t in self.threads.items() if t.is_alive()]
+
+    def start(self, job_id: str) -> None:
+        """Start the job's query in a thread of its own, unless it runs here already or cannot run now (one line
+        saying why, and its outcome recorded)."""
+        if job_id in self.running():
+            return
+        job = self.registry.job(job_id)
+        try:
+            preflight(self.settings, self.registry, job)
+        except Exception as exc:
+            self.ended(job_id, exc)
+            return
+        from include.spark_session import query_session
+
+        spark = self.driver.session(f"lakehouse-group-{self.group}")  # in this (main) thread: it installs handlers
+        thread = threading.Thread(target=self.run_query, args=(job_id, query_session(spark)),
+                                  name=f"query-{job_id}", daemon=True)
+        self.threads[job_id] = thread
+        thread.start()
+        self.await_start(job_id, thread)
+
+    def run_query(self, job_id: str, spark) -> None:
+        from spark_jobs.streaming_query import run_job
+
+        trigger = self.trigger or self.registry.job(job_id).triggers["live"]
+        try:
+            result = run_job(spark, self.settings, self.registry, job_id, trigger, stop_requested=self.driver.stop)
+        except Exception as exc:
+            self.ended(job_id, exc)
+            return
+        run_outcomes.record(self.outcomes, run_outcomes.Outcome(job_id, result.status, summary=result.summary))
+        log.info("group=%s: %s %s", self.group, job_id, result.status)
+
+    def ended(self, job_id: str, exc: Exception) -> None:
+        """A job that failed or was refused: one line, its outcome recorded; its siblings go on."""
+        code, line = classify_failure(exc) or (ExitCode.FAILED, str(exc).splitlines()[0][:500])
+        if code != ExitCode.REFUSED:
+            log.error("job=%s failed", job_id, exc_info=exc)
+            self.failures.append(code)
+        sys.stderr.write(f"lakehouse run: {job_id}: {line}\n")
+        status = "refused" if code == ExitCode.REFUSED else "failed"
+        run_outcomes.record(self.outcomes, run_outcomes.Outcome(job_id, status, line))
+        log.info("group=%s: %s %s; the other jobs of the group go on", self.group, job_id, status)
+
+    def await_start(self, job_id: str, thread: threading.Thread) -> None:
+        """Let the job's query get going (its first plan) before the next one starts: they share the cores."""
+        deadline = time.monotonic() + START_SPACING_SECONDS
+        while thread.is_alive() and time.monotonic() < deadline and not self.driver.stop.is_set():
+            beat = read_heartbeat(self.settings, job_id) or {}
+            if beat.get("status") not in (None, "starting") and beat.get("pid") == os.getpid():
+                return
+            time.sleep(0.2)
+
+
+def run_group(settings: Settings, registry: Registry, group: str, trigger: Trigger | None,
+              driver: SharedDriver) -> int:
+    """Run the group's live jobs in this driver until none runs or a stop is requested; the first failure's exit
+    code (0 when every job ended by request)."""
+    return GroupDriver(settings, registry, group, trigger, driver).run()

@@ -1,0 +1,193 @@
+"""Groups of live jobs: one driver (one JVM) per group, a streaming query per job, supervised job by job."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from include.ops import lease, processes, supervisor
+from include.ops.heartbeats import read_heartbeat
+from include.registry import RegistryError, build_registry
+from include.settings import load_settings
+from include.storage import delta as delta_store
+from tests.support.helpers import REPO, arrival_order, generate, gold_rows, run_cli, wait_for
+from tests.support.kill_hooks import fail_env
+from tests.support.oracle import expected_gold
+
+GROUP = "clickstream"
+MEMBERS = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"]
+
+
+def group_registry(path):
+    """The real registry, with bronze, silver and the 5-minute windows of clickstream in one group (2 s triggers,
+    restarts without backoff)."""
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    for job_id in MEMBERS:
+        raw["jobs"][job_id].update(group=GROUP, triggers={"live": "processing-time=2 seconds"},
+                                   supervision={"backoff_seconds": 0})
+    del raw["groups"]["clickstream_ingest"]  # its jobs are in this group now
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return build_registry(raw, path)
+
+
+def holders(settings) -> dict[str, int | None]:
+    return {j: (lease.read_lease(settings, j) or {}).get("pid") if lease.is_held(settings, j) else None
+            for j in MEMBERS}
+
+
+def test_the_registry_names_groups_and_refuses_bad_ones(tmp_path):
+    registry = group_registry(tmp_path / "jobs.yaml")
+    assert registry.group_members(GROUP) == MEMBERS
+    units = registry.live_units()
+    assert units[GROUP] == MEMBERS and "gold_user_sessions" in units["clickstream_gold"]
+    assert list(units).index(GROUP) == 0  # in dependency order of their first job
+    with pytest.raises(KeyError, match="no live job is in group 'nope'; the registry's groups: clickstream"):
+        registry.group_members("nope")
+    raw = yaml.safe_load((tmp_path / "jobs.yaml").read_text())
+    raw["jobs"]["gold_user_sessions"]["live"] = False  # a job that never runs live is in no driver
+    assert "gold_user_sessions" not in build_registry(raw).live_units()["clickstream_gold"]
+    raw["jobs"]["silver_clickstream"]["group"] = "Bad-Name"
+    raw["jobs"]["gold_user_sessions"]["group"] = "bronze_clickstream"
+    with pytest.raises(RegistryError) as refused:
+        build_registry(raw)
+    text = str(refused.value)
+    assert "job 'silver_clickstream': group: must be a name of lowercase letters, digits and underscores" in text
+    assert "group 'bronze_clickstream': a job has that id" in text
+
+
+def test_resources_reach_the_drivers_command_line_and_bad_ones_are_named(tmp_path, settings):
+    from include.ops.launch import group_submit_kwargs, job_submit_kwargs, submit_command
+
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["defaults"]["resources"] = {"driver_memory": "1g"}
+    raw["groups"]["clickstream_gold"] = {"resources": {"driver_memory": "3g", "cores_max": 2, "executor_memory": "2g",
+                                                      "executor_cores": 1}}
+    raw["jobs"]["gold_user_activity_5m"].pop("group")
+    raw["jobs"]["gold_user_activity_5m"]["resources"] = {"cores_max": 1}
+    registry = build_registry(raw)
+    assert registry.resources("gold_user_activity_5m").driver_memory == "1g"  # the defaults, refined
+    group = " ".join(submit_command(group_submit_kwargs(settings, "clickstream_gold",
+                                                        registry.resources("clickstream_gold"))))
+    for option in ("--driver-memory 3g", "--total-executor-cores 2", "--executor-memory 2g", "--executor-cores 1",
+                   "--group clickstream_gold"):
+        assert option in group, group
+    alone = " ".join(submit_command(job_submit_kwargs(settings, "gold_user_activity_5m", "processing-time=10 seconds",
+                                                      registry.resources("gold_user_activity_5m"))))
+    assert "--driver-memory 1g" in alone and "--total-executor-cores 1" in alone, alone
+    default = " ".join(submit_command(job_submit_kwargs(settings, "bronze_clickstream", "available-now")))
+    assert f"--driver-memory {settings.spark_driver_memory}" in default  # LAKEHOUSE_SPARK_DRIVER_MEMORY
+
+    raw["jobs"]["silver_clickstream"]["resources"] = {"driver_memory": "1g"}  # it runs in its group's driver
+    raw["groups"]["payments"] = {"resources": {"driver_memory": "lots", "cores_max": 0, "gpus": 1}}
+    raw["groups"]["nobody"] = {"resources": {}}
+    with pytest.raises(RegistryError) as refused:
+        build_registry(raw)
+    text = str(refused.value)
+    for problem in ("job 'silver_clickstream': resources: its group 'clickstream_ingest' runs in one driver: set them "
+                    "under groups.clickstream_ingest.resources",
+                    "group 'payments': resources.driver_memory: a JVM memory size such as 512m or 2g, got 'lots'",
+                    "group 'payments': resources.cores_max", "group 'payments': resources: unknown fields ['gpus']",
+                    "group 'nobody': no job is in this group"):
+        assert problem in text, (problem, text)
+
+
+def test_a_start_beyond_the_hosts_live_driver_slots_waits_with_the_status_line(settings, tmp_path):
+    """Admission: with one live driver slot, held by a running group's driver, the supervisor does not start another
+    driver (no JVM, no restart spent): `waiting`, and the alert says who holds the slots."""
+    import os
+
+    from include.ops.admission import CapacityFull
+
+    registry = group_registry(tmp_path / "jobs.yaml")
+    own = replace(settings, registry_path=tmp_path / "jobs.yaml", live_drivers=1)
+    running = lease.acquire(own, f"group {GROUP}", trigger="live", path=own.layout.group_lease(GROUP))
+    try:
+        status = f"waiting for capacity: 1 of 1 live driver slots in use by {GROUP} (pid {os.getpid()})"
+        with pytest.raises(CapacityFull, match=status.replace("(", r"\(").replace(")", r"\)")):
+            processes.start_job(own, registry, "gold_user_sessions")
+        assert supervisor.supervise_job(own, registry, "gold_user_sessions", run_id="r1") == "waiting"
+        [alert] = delta_store.read_table(own.layout.ops_table("alerts")).to_pylist()
+        assert alert["reason"] == f"not started: {status} (LAKEHOUSE_LIVE_DRIVERS)", alert
+        assert not lease.is_held(own, "gold_user_sessions") and not processes.LAUNCHED
+    finally:
+        running.release()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(settings, tmp_path, monkeypatch,
+                                                                               lakehouse_env):
+    """One driver for the group's three queries. Silver's first batch fails: silver ends alone (bronze and gold go on
+    in the same driver), and the supervisor's restart starts it again in that driver (no new JVM). Then the driver is
+    killed -9: the supervisor starts the group again as a whole. Gold equals the oracle; a stop of one job stops that
+    query only; `lakehouse stop --all` stops the rest and the driver ends."""
+    path = tmp_path / "jobs.yaml"
+    registry = group_registry(path)
+    own = replace(settings, registry_path=path, batch_hooks="tests.support.kill_hooks:fail_once_at")
+    for name, value in fail_env("silver_clickstream", "before_commit", 0, tmp_path / "failed-once").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the hook lives in tests/: spark-submit's driver imports it
+    drops = [arrival_order(generate(own, events=400, seed=91, files=2, late_fraction=0.0).files)]
+    launched_before = set(processes.LAUNCHED)
+    try:
+        pid = processes.start_job(own, registry, "bronze_clickstream")  # launches the group's driver
+        wait_for(lambda: (read_heartbeat(own, "silver_clickstream") or {}).get("status") == "failed"
+                 and not lease.is_held(own, "silver_clickstream"), 180, "silver's query to fail")
+        assert holders(own)["bronze_clickstream"] == pid  # its siblings go on in the same driver
+        wait_for(lambda: holders(own)["gold_user_activity_5m"] == pid, 60, "gold to run beside it")
+
+        assert supervisor.supervise_job(own, registry, "silver_clickstream", run_id="r1") == "restarted"
+        assert holders(own) == dict.fromkeys(MEMBERS, pid)  # started again in the same driver
+        assert len(set(processes.LAUNCHED) - launched_before) == 1
+        lines = sum(len(f.read_text().splitlines()) for f in drops[0])
+        wait_for(lambda: landed(own) == lines, 120, "the first drop in bronze")
+
+        driver = processes.LAUNCHED[max(set(processes.LAUNCHED) - launched_before)]
+        processes.signal_group(pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        assert holders(own) == dict.fromkeys(MEMBERS)
+        actions = [supervisor.supervise_job(own, registry, job_id, run_id="r2") for job_id in MEMBERS]
+        assert actions[0] == "restarted" and set(actions) <= {"restarted", "healthy", "refused"}, actions
+        restarted = holders(own)["bronze_clickstream"]
+        assert restarted != pid
+        wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, restarted), 120, "the group's jobs in the new driver")
+
+        drops.append(arrival_order(generate(own, events=300, seed=92, files=1, late_fraction=0.0,
+                                            start=drop_after(drops)).files))
+        expected = expected_gold(registry, drops)["gold/user_activity_5m"]
+        wait_for(lambda: gold_rows(own, "gold/user_activity_5m") == expected, 180, "gold to equal the oracle",
+                 interval=1)
+
+        assert processes.stop_job(own, "gold_user_activity_5m", "test", wait_seconds=60)
+        assert holders(own) == {**dict.fromkeys(MEMBERS, restarted), "gold_user_activity_5m": None}
+        stopped = run_cli(["stop", "--all", "--wait", "60"], {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(path)})
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+        assert "bronze_clickstream: stopped" in stopped.stdout and "silver_clickstream: stopped" in stopped.stdout
+        newest = processes.LAUNCHED[max(set(processes.LAUNCHED) - launched_before)]
+        assert newest.wait(timeout=60) == 0  # none of its jobs runs: the driver ends
+        silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
+        assert len(silver) == len({r["event_id"] for r in silver})
+    finally:
+        for pid_, process in list(processes.LAUNCHED.items()):
+            if pid_ not in launched_before:
+                if process.poll() is None:
+                    processes.signal_group(pid_, signal.SIGKILL)
+                process.wait(timeout=60)
+                del processes.LAUNCHED[pid_]
+
+
+def landed(settings) -> int:
+    return delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
+        settings.layout.table("bronze/clickstream_quarantine"))
+
+
+def drop_after(drops):
+    from datetime import timedelta
+
+    from include.generator import DEFAULT_START
+
+    return DEFAULT_START + timedelta(hours=2 * len(drops))
