@@ -21,7 +21,7 @@ from include.ops import groups, job_requests, lease, run_outcomes
 from include.ops.bookkeeping import read_state
 from include.ops.heartbeats import read_heartbeat
 from include.ops.launch import ExitCode, classify_failure
-from include.registry import Registry, Trigger
+from include.registry import Registry, Trigger, load_registry
 from include.settings import Settings
 from spark_jobs.job_process import SharedDriver, preflight
 
@@ -94,8 +94,11 @@ class GroupDriver:
         saying why, and its outcome recorded)."""
         if job_id in self.running():
             return
-        job = self.registry.job(job_id)
         try:
+            # The registry as it is now: a job started again after a checkpoint action runs its new definition
+            # (which jobs the group holds is fixed when its driver starts)
+            self.registry = load_registry(self.settings.registry_path)
+            job = self.registry.job(job_id)
             preflight(self.settings, self.registry, job)
         except Exception as exc:
             self.ended(job_id, exc)
@@ -103,18 +106,18 @@ class GroupDriver:
         from include.spark_session import query_session
 
         spark = self.driver.session(f"lakehouse-group-{self.group}")  # in this (main) thread: it installs handlers
-        thread = threading.Thread(target=self.run_query, args=(job_id, query_session(spark)),
+        thread = threading.Thread(target=self.run_query, args=(job_id, query_session(spark), self.registry),
                                   name=f"query-{job_id}", daemon=True)
         self.threads[job_id] = thread
         thread.start()
         self.await_start(job_id, thread)
 
-    def run_query(self, job_id: str, spark) -> None:
+    def run_query(self, job_id: str, spark, registry: Registry) -> None:
         from spark_jobs.streaming_query import run_job
 
-        trigger = self.trigger or self.registry.job(job_id).triggers["live"]
+        trigger = self.trigger or registry.job(job_id).triggers["live"]
         try:
-            result = run_job(spark, self.settings, self.registry, job_id, trigger, stop_requested=self.driver.stop)
+            result = run_job(spark, self.settings, registry, job_id, trigger, stop_requested=self.driver.stop)
         except Exception as exc:
             self.ended(job_id, exc)
             return

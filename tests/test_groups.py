@@ -8,6 +8,8 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from include import checkpoints
+from include.airflow import tasks
 from include.ops import lease, processes, supervisor
 from include.ops.heartbeats import read_heartbeat
 from include.registry import RegistryError, build_registry
@@ -123,8 +125,9 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
                                                                                lakehouse_env):
     """One driver for the group's three queries. Silver's first batch fails: silver ends alone (bronze and gold go on
     in the same driver), and the supervisor's restart starts it again in that driver (no new JVM). Then the driver is
-    killed -9: the supervisor starts the group again as a whole. Gold equals the oracle; a stop of one job stops that
-    query only; `lakehouse stop --all` stops the rest and the driver ends."""
+    killed -9: the supervisor starts the group again as a whole. Gold equals the oracle. A checkpoint action on one
+    job (stopped, repartitioned, started again in the same driver); a stop of one job stops that query only;
+    `lakehouse stop --all` stops the rest and the driver ends."""
     path = tmp_path / "jobs.yaml"
     registry = group_registry(path)
     own = replace(settings, registry_path=path, batch_hooks="tests.support.kill_hooks:fail_once_at")
@@ -161,6 +164,24 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         expected = expected_gold(registry, drops)["gold/user_activity_5m"]
         wait_for(lambda: gold_rows(own, "gold/user_activity_5m") == expected, 180, "gold to equal the oracle",
                  interval=1)
+
+        # A checkpoint action on one job of the running group, as checkpoint_reset runs it: that query stopped, the
+        # action applied, the query started again in the same driver, with the registry's new definition.
+        raw = yaml.safe_load(path.read_text())
+        raw["jobs"]["gold_user_activity_5m"]["state_store"] = {"shuffle_partitions": 2}
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        monkeypatch.setenv("LAKEHOUSE_ROOT", str(own.root))
+        monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(path))
+        stopped = tasks.stop_live_jobs({"dry_run": False, "targets": ["gold_user_activity_5m"],
+                                        "mode": "repartition", "actor": "test"})
+        assert stopped == ["gold_user_activity_5m"]
+        assert holders(own) == {**dict.fromkeys(MEMBERS, restarted), "gold_user_activity_5m": None}
+        moved = run_cli(["checkpoint", "repartition", "gold_user_activity_5m"], {**lakehouse_env,
+                                                                                "LAKEHOUSE_REGISTRY": str(path)})
+        assert moved.returncode == 0, moved.stderr[-2000:]
+        assert tasks.restart_live_jobs(stopped) == stopped
+        assert holders(own) == dict.fromkeys(MEMBERS, restarted)
+        assert checkpoints.shuffle_partitions(own.layout.checkpoint("gold_user_activity_5m")) == 2
 
         assert processes.stop_job(own, "gold_user_activity_5m", "test", wait_seconds=60)
         assert holders(own) == {**dict.fromkeys(MEMBERS, restarted), "gold_user_activity_5m": None}
