@@ -160,7 +160,9 @@ A registry **group** runs as one driver (one Spark application, one JVM) with a 
 (`supervise_<group>`) sees to each of its jobs, a line per job in its log. A job without a group runs alone
 (`supervise_<job>`). Groups here: {", ".join(f"{u} ({len(m)} jobs)" for u, m in LIVE_UNITS.items() if u not in
 REGISTRY.jobs) or "none"}.
-Every 5 minutes each task checks each job: is it running (checkpoint lease + heartbeat), is it
+Every 5 minutes each task checks each of its jobs, then watches them for {SETTINGS.live_watch_seconds} s
+(`LAKEHOUSE_LIVE_WATCH_SECONDS`, every 10 s, from their leases): a job that crashes or fails is restarted within
+about 10 s once its backoff allows, not at the next run; a stall is seen by the next run's check. The check: is it running (checkpoint lease + heartbeat), is it
 healthy (batches not stalled, batch duration within the trigger interval, input rate not above
 processing rate, state not only growing, watermark advancing), and acts per the job's
 `supervision` policy in the registry: start it, restart it with exponential backoff, or alert.

@@ -19,6 +19,7 @@
 | LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
+| LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -65,6 +66,7 @@ class Settings:
     kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
+    live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
 
     @property
     def driver_java_options(self) -> str:
@@ -119,6 +121,9 @@ def load_settings() -> Settings:
     live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
     if not live_drivers.isdigit() or int(live_drivers) < 1:
         raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
+    watch = _env("LAKEHOUSE_LIVE_WATCH_SECONDS", "240")
+    if not watch.isdigit():
+        raise ValueError(f"LAKEHOUSE_LIVE_WATCH_SECONDS must be a non-negative integer, got {watch!r}")
     return Settings(
         root=root,
         registry_path=registry,
@@ -139,6 +144,7 @@ def load_settings() -> Settings:
         kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
         kafka_timeout_seconds=int(kafka_timeout),
         live_drivers=int(live_drivers),
+        live_watch_seconds=int(watch),
     )
 
 

@@ -54,6 +54,52 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
         else:
             actions[job_id] = supervise_job(settings, registry, job_id, run_id=run_id)
         log.info("%s: %s", job_id, actions[job_id])
+    _fail_on_problems(settings, unit, actions)
+    if settings.live_watch_seconds and not (params.get("stop") or params.get("start")):
+        actions = watch(settings, registry, unit, actions, run_id, settings.live_watch_seconds)
+    return actions
+
+
+WATCH_POLL_SECONDS = 10.0
+WATCH_RECHECK_SECONDS = 60.0  # a job that stays down (waiting for its broker, for capacity) is checked this often
+
+
+def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, seconds: float) -> dict[str, str]:
+    """After the check, watch the jobs for `seconds` (every 10 s, from their leases: no Spark, no Delta read): a job
+    that went down is supervised at once, and again once its backoff allows, instead of at the next scheduled run.
+    A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
+    import time
+
+    from include.ops import lease
+    from include.ops.bookkeeping import read_state
+    from include.ops.supervisor import supervise_job
+
+    members = registry.live_units()[unit]
+    deadline = time.monotonic() + seconds
+    checked = dict.fromkeys(members, time.monotonic())
+    was_running = {j: lease.is_held(settings, j) for j in members}
+    while time.monotonic() + WATCH_POLL_SECONDS < deadline:
+        time.sleep(WATCH_POLL_SECONDS)
+        for job_id in members:
+            running = lease.is_held(settings, job_id)
+            state = read_state(settings, job_id)
+            due = time.time() >= float(state.get("next_allowed_at") or 0)
+            went_down = was_running[job_id] and not running
+            was_running[job_id] = running
+            if running or state.get("stopped_by_request") or not due:
+                continue
+            if went_down or time.monotonic() - checked[job_id] >= WATCH_RECHECK_SECONDS:
+                checked[job_id] = time.monotonic()
+                actions[job_id] = supervise_job(settings, registry, job_id, run_id=run_id)
+                was_running[job_id] = lease.is_held(settings, job_id)
+                log.info("%s: %s (watching)", job_id, actions[job_id])
+                _fail_on_problems(settings, unit, {job_id: actions[job_id]})
+    return actions
+
+
+def _fail_on_problems(settings, unit: str, actions: dict[str, str]) -> None:
+    """Fail the task when a job gave up, is blocked, did not stop, or breached its state health (that alone: no
+    retry, the job keeps running)."""
     breached = [j for j, a in actions.items() if a == "breached"]
     problems = [f"{j}: state health breached (see _ops/alerts, `lakehouse state {j}` and the health report "
                 f"{settings.layout.health_report_index})" for j in breached]
@@ -71,7 +117,6 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
         raise AirflowFailException("; ".join(problems))
     if problems:
         raise RuntimeError("; ".join(problems))
-    return actions
 
 
 def health_report() -> str:
