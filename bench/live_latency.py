@@ -1,10 +1,10 @@
 """Benchmark: end-to-end latency of live jobs reading Kafka, from a message's production to its row in silver and
 to the finalized window in gold.
 
-    .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2]
+    .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--separate]
 
-A broker (`lakehouse kafka up`'s code, on free ports) and three live job processes (`lakehouse run <job> --trigger
-"processing-time=<trigger> seconds"`): bronze_clickstream reading the topic `clickstream`, silver_clickstream
+A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
+latency --trigger "processing-time=<trigger> seconds"`; `--separate`: a process each, `lakehouse run <job>`): bronze_clickstream reading the topic `clickstream`, silver_clickstream
 (dedup within a 10-second watermark) and gold_user_activity_5m with 10-second windows (watermark 5 s), from a copy
 of the registry. A producer sends clickstream events stamped with the time they are produced, at `--rate` events
 per second for `--seconds`. Latencies come from the tables: silver rows carry the message's Kafka timestamp
@@ -43,7 +43,8 @@ JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
 def bench_registry(base: Path, path: Path) -> None:
     raw = yaml.safe_load(base.read_text())
-    raw["jobs"] = {job: raw["jobs"][job] for job in JOBS}
+    raw["jobs"] = {job: {**raw["jobs"][job], "group": "latency"} for job in JOBS}
+    raw.pop("groups", None)
     raw["sources"] = {"clickstream": {**{k: v for k, v in raw["sources"]["clickstream"].items() if k != "path"},
                                       "kafka": {"topic": "clickstream", "starting_offsets": "earliest"}}}
     raw["jobs"]["bronze_clickstream"]["source"] = {"kafka": "clickstream", "max_offsets_per_trigger": 200000}
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--trigger", type=int, default=2, help="processing-time trigger interval, seconds")
+    parser.add_argument("--separate", action="store_true", help="a driver per job instead of one for the three")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
@@ -112,11 +114,11 @@ def main() -> None:
     jobs = []
     try:
         ensure_topic(bootstrap, "clickstream", 4)
-        for job in JOBS:
-            log = (work / f"{job}.log").open("w")
-            jobs.append(subprocess.Popen(
-                [sys.executable, "-m", "include.cli", "run", job, "--trigger", f"processing-time={args.trigger} seconds"],
-                env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        trigger = ["--trigger", f"processing-time={args.trigger} seconds"]
+        for name, run in ([(job, [job]) for job in JOBS] if args.separate else [("latency", ["--group", "latency"])]):
+            log = (work / f"{name}.log").open("w")
+            jobs.append(subprocess.Popen([sys.executable, "-m", "include.cli", "run", *run, *trigger],
+                                         env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         silver = settings.layout.table("silver/clickstream")
         deadline = time.monotonic() + 300  # the three drivers start (their first, empty batches)
         while not all((settings.layout.heartbeat(job)).exists() for job in JOBS) or not (silver / "_delta_log").is_dir():
@@ -148,6 +150,7 @@ def main() -> None:
     gold_rows = [r for r in changes(settings.layout.table("gold/user_activity_5m")) if r["_change_type"] == "insert"]
     gold_latency = [(utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds() for r in gold_rows]
     print(json.dumps({
+        "drivers": "a driver per job" if args.separate else "one driver (group)",
         "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger, "produced": produced[0],
         "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),
         "silver_rate_sustained": round(len(silver_rows) / caught_up, 1),

@@ -294,9 +294,10 @@ def test_partial_window_and_replayed_batches(settings, registry):
     partial = progress_rows(job.id, job.supervision.health_window_batches - 1, state_rows_total=lambda i: i,
                             state_rows_removed=0, watermark=None)
     assert job_health.diagnose(job, partial) == []  # growth and watermark need a full window
-    warm_up = progress_rows(job.id, 2, batch_duration_ms=60_000)
+    slow = job.triggers["live"].interval_seconds * 1000 + 30_000  # above its live trigger
+    warm_up = progress_rows(job.id, 2, batch_duration_ms=slow)
     assert job_health.diagnose(job, warm_up) == []  # a median needs 3 batches
-    assert job_health.diagnose(job, warm_up + progress_rows(job.id, 1, batch_duration_ms=60_000)) == ["slow_batches"]
+    assert job_health.diagnose(job, warm_up + progress_rows(job.id, 1, batch_duration_ms=slow)) == ["slow_batches"]
     # Batch 2 replayed after a crash: two records, the later one counts.
     replay = progress_rows(job.id, 1, batch_id=2, batch_duration_ms=60_000,
                            progress_time=datetime(2026, 1, 2, tzinfo=UTC))

@@ -106,7 +106,8 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
 
 
 def _parse_groups(ctx: LoadContext, raw: Any, used: set[str]) -> dict[str, ResourcesSpec]:
-    """The `groups:` section (each group's `resources`), and every group its jobs name."""
+    """The `groups:` section (each group's `resources`), and every group its jobs name. A group no job joins is
+    kept (a registry cut down to some jobs stays valid) and runs nothing."""
     raw = raw if raw is not None else {}
     if not isinstance(raw, dict):
         ctx.problems.append("groups: must be a mapping of group name to {resources: ...}")
@@ -115,8 +116,6 @@ def _parse_groups(ctx: LoadContext, raw: Any, used: set[str]) -> dict[str, Resou
     for name in sorted(used | set(raw)):
         where = f"group {name!r}"
         spec = raw.get(name) if raw.get(name) is not None else {}
-        if name not in used:
-            ctx.problem(where, "no job is in this group (a job joins it with `group: " + str(name) + "`)")
         if not isinstance(spec, dict):
             ctx.problem(where, "must be a mapping with `resources`")
             spec = {}
