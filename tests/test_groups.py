@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from dataclasses import replace
@@ -154,7 +155,7 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         monkeypatch.setenv("LAKEHOUSE_ROOT", str(own.root))
         monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(path))
         monkeypatch.setenv("LAKEHOUSE_LIVE_WATCH_SECONDS", "35")
-        driver = processes.LAUNCHED[max(set(processes.LAUNCHED) - launched_before)]
+        driver = processes.LAUNCHED[os.getsid(pid)]  # the launched spark-submit: its session holds the driver
         seen: dict = {}
         watcher = threading.Thread(target=lambda: seen.update(tasks.supervise(GROUP, {}, "r2")))
         watcher.start()
@@ -164,6 +165,7 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         assert not watcher.is_alive() and seen["bronze_clickstream"] == "restarted", seen
         restarted = holders(own)["bronze_clickstream"]
         assert restarted not in (None, pid)
+        restarted_driver = processes.LAUNCHED[os.getsid(restarted)]
         wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, restarted), 120, "the group's jobs in the new driver")
 
         drops.append(arrival_order(generate(own, events=300, seed=92, files=1, late_fraction=0.0,
@@ -193,8 +195,7 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         stopped = run_cli(["stop", "--all", "--wait", "60"], {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(path)})
         assert stopped.returncode == 0, stopped.stderr[-2000:]
         assert "bronze_clickstream: stopped" in stopped.stdout and "silver_clickstream: stopped" in stopped.stdout
-        newest = processes.LAUNCHED[max(set(processes.LAUNCHED) - launched_before)]
-        assert newest.wait(timeout=60) == 0  # none of its jobs runs: the driver ends
+        assert restarted_driver.wait(timeout=60) == 0  # none of its jobs runs: the driver ends
         silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
         assert len(silver) == len({r["event_id"] for r in silver})
     finally:
