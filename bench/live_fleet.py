@@ -75,6 +75,16 @@ def processes_of(root: Path) -> list[tuple[int, str, int]]:
     return found
 
 
+def _parent(pid: int) -> str:
+    """The parent's pid and command, to tell the drivers' JVMs apart."""
+    try:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        command = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode()
+        return f"{parent} {command}"
+    except (OSError, ValueError, IndexError):
+        return "?"
+
+
 def feed(settings, registry, stop: threading.Event, rounds: list[int]) -> None:
     """New data for every landing and Kafka source every 15 s (a later hour each round)."""
     from include.cli import generate_into
@@ -136,6 +146,8 @@ def run_mode(mode: str, seconds: int) -> dict:
             states = {j: check_job(settings, registry, j) for j in live}
             if running_after is None and all(h.running and h.last_batch_id is not None for h in states.values()):
                 running_after = round(time.monotonic() - started, 1)
+            if running_after is not None and time.monotonic() - started > running_after + 90:
+                break  # healthy or not by now: the window measures what it is
             if all(h.running and h.healthy and h.last_batch_id is not None for h in states.values()):
                 healthy_after = round(time.monotonic() - started, 1)
                 break
@@ -145,6 +157,7 @@ def run_mode(mode: str, seconds: int) -> dict:
         window_start = time.time()
         peak_jvms = peak_resident = 0
         by_kind: dict[str, int] = {}
+        jvms_at_peak: list = []
         while time.time() - window_start < seconds:
             found = [p for p in processes_of(settings.root) if p[1] != "broker_jvm"]  # the drivers' processes
             peak_jvms = max(peak_jvms, sum(1 for _, kind, _ in found if kind.endswith("jvm")))
@@ -152,6 +165,7 @@ def run_mode(mode: str, seconds: int) -> dict:
             if resident > peak_resident:
                 peak_resident = resident
                 by_kind = {k: sum(r for _, kind, r in found if kind == k) for k in {kind for _, kind, _ in found}}
+                jvms_at_peak = [(pid, _parent(pid)) for pid, kind, _ in found if kind.endswith("jvm")]
             time.sleep(5)
         rows = delta_store.read_table(settings.layout.ops_table("query_progress")).to_pylist()
         problems = {j: h.problems for j in live if (h := check_job(settings, registry, j)).problems or not h.running}
@@ -175,6 +189,7 @@ def run_mode(mode: str, seconds: int) -> dict:
         "problems_at_the_end": problems, "supervise_outcomes": {u: str(o)[:200] for u, o in outcomes.items()},
         "peak_jvms": peak_jvms, "peak_resident_gb": round(peak_resident / 1024**3, 2),
         "resident_gb_at_the_peak_by_kind": {k: round(v / 1024**3, 2) for k, v in sorted(by_kind.items())},
+        "jvms_at_the_peak": jvms_at_peak,
         "batches_with_input": len(recent),
         "batch_ms_median": statistics.median(durations) if durations else None,
         "batch_ms_max": max(durations) if durations else None,
