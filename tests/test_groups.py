@@ -162,7 +162,9 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         processes.signal_group(pid, signal.SIGKILL)
         driver.wait(timeout=30)
         watcher.join(timeout=180)
-        assert not watcher.is_alive() and seen["bronze_clickstream"] == "restarted", seen
+        # the first of its jobs the task finds down restarts the driver, which starts the others (healthy by then, or
+        # restarted through a request): which one depends on when the kill lands in the task's pass
+        assert not watcher.is_alive() and "restarted" in seen.values(), seen
         restarted = holders(own)["bronze_clickstream"]
         assert restarted not in (None, pid)
         restarted_driver = processes.LAUNCHED[os.getsid(restarted)]
