@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -122,7 +121,7 @@ def run_mode(mode: str, seconds: int) -> dict:
     registry = load_registry(settings.registry_path)
     units = registry.live_units()
     live = [j for members in units.values() for j in members]
-    broker.up(replace(settings), bootstrap)
+    broker.up(settings, bootstrap)
     stop_feeding, rounds = threading.Event(), []
     feeder = threading.Thread(target=feed, args=(settings, registry, stop_feeding, rounds), daemon=True)
     try:

@@ -115,8 +115,7 @@ def _start_in_group(settings: Settings, job_id: str, group: str, resources: Reso
         return outcome.detail if outcome and outcome.at > asked_at and not outcome.ran else None
 
     offset = launched[0][2] if launched else path.stat().st_size if path.exists() else 0
-    return _await_lease(settings, job_id, launch_if_down, path, offset,
-                        refused)
+    return _await_lease(settings, job_id, launch_if_down, path, offset, refused)
 
 
 def _await_lease(settings: Settings, job_id: str, process_of, path: Path, offset: int,
@@ -129,7 +128,7 @@ def _await_lease(settings: Settings, job_id: str, process_of, path: Path, offset
         owner = lease.read_lease(settings, job_id) if lease.is_held(settings, job_id) else None
         code = process.poll() if process else None
         driver = owner.get("pid") if owner and owner.get("host") == socket.gethostname() else None
-        if driver and (process is None or code is None) and (process is None or session_of(driver) == process.pid):
+        if driver and (process is None or (code is None and session_of(driver) == process.pid)):
             log.info("job=%s: running, driver pid %s holds its checkpoint lease", job_id, driver)
             return driver
         if code == ExitCode.REFUSED:
@@ -179,12 +178,7 @@ def stop_jobs(settings: Settings, job_ids: list[str], reason: str, wait_seconds:
     for them together; the jobs still running."""
     for job_id in job_ids:
         stop_job(settings, job_id, reason)
-    deadline = time.monotonic() + max(wait_seconds, 0.0)
-    while True:
-        running = [j for j in job_ids if lease.is_held(settings, j)]
-        if not running or time.monotonic() >= deadline:
-            break
-        time.sleep(POLL_SECONDS)
+    running = _still_held(settings, job_ids, max(wait_seconds, 0.0))
     for job_id in set(job_ids) - set(running):
         job_requests.clear(settings, job_id)
     return running
@@ -221,12 +215,17 @@ def signal_group(pid: int, signum: int) -> None:
 
 
 def _wait_released(settings: Settings, job_id: str, seconds: float) -> bool:
+    return not _still_held(settings, [job_id], seconds)
+
+
+def _still_held(settings: Settings, job_ids: list[str], seconds: float) -> list[str]:
+    """Wait up to `seconds` for the jobs' leases to be released; the jobs still holding theirs."""
     deadline = time.monotonic() + seconds
-    while lease.is_held(settings, job_id):
-        if time.monotonic() >= deadline:
-            return False
+    while True:
+        held = [j for j in job_ids if lease.is_held(settings, j)]
+        if not held or time.monotonic() >= deadline:
+            return held
         time.sleep(POLL_SECONDS)
-    return True
 
 
 def end_stalled(settings: Settings, job_id: str, pid: int | None, group: str | None = None) -> bool:
