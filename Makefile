@@ -110,6 +110,7 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/small_files_catch_up.py
 	$(PY) bench/quality_1m.py
 	$(PY) bench/dag_parse.py
+	$(PY) bench/micro_batch_cost.py
 
 clean:
 	rm -rf lakehouse airflow_home .pytest_cache

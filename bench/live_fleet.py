@@ -157,17 +157,18 @@ def run_mode(mode: str, seconds: int) -> dict:
         for thread in threads:
             thread.join(timeout=600)
         window_start = time.time()
-        peak_jvms = peak_resident = 0
+        peak_jvms = peak_driver_jvms = peak_resident = 0
         by_kind: dict[str, int] = {}
         jvms_at_peak: list = []
         while time.time() - window_start < seconds:
             found = [p for p in processes_of(settings.root) if p[1] != "broker_jvm"]  # the drivers' processes
             peak_jvms = max(peak_jvms, sum(1 for _, kind, _ in found if kind.endswith("jvm")))
+            peak_driver_jvms = max(peak_driver_jvms, sum(1 for _, kind, _ in found if kind == "driver_jvm"))
             resident = sum(r for _, _, r in found)
             if resident > peak_resident:
                 peak_resident = resident
                 by_kind = {k: sum(r for _, kind, r in found if kind == k) for k in {kind for _, kind, _ in found}}
-                jvms_at_peak = [(pid, _parent(pid)) for pid, kind, _ in found if kind.endswith("jvm")]
+                jvms_at_peak = [(pid, kind, _parent(pid)) for pid, kind, _ in found if kind.endswith("jvm")]
             time.sleep(5)
         rows = delta_store.read_table(settings.layout.ops_table("query_progress")).to_pylist()
         problems = {j: h.problems for j in live if (h := check_job(settings, registry, j)).problems or not h.running}
@@ -189,7 +190,7 @@ def run_mode(mode: str, seconds: int) -> dict:
         "mode": mode, "units": len(units), "live_jobs": len(live),
         "running_with_a_batch_after_seconds": running_after, "healthy_after_seconds": healthy_after,
         "problems_at_the_end": problems, "supervise_outcomes": {u: str(o)[:200] for u, o in outcomes.items()},
-        "peak_jvms": peak_jvms, "peak_resident_gb": round(peak_resident / 1024**3, 2),
+        "peak_jvms": peak_jvms, "peak_driver_jvms": peak_driver_jvms, "peak_resident_gb": round(peak_resident / 1024**3, 2),
         "resident_gb_at_the_peak_by_kind": {k: round(v / 1024**3, 2) for k, v in sorted(by_kind.items())},
         "jvms_at_the_peak": jvms_at_peak,
         "batches_with_input": len(recent),
