@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from include.settings import REPO_ROOT, Settings
@@ -121,6 +123,22 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
                         f"spark-submit --jars {listed} ... (the DAGs do)")
     register_functions(spark)
     return spark
+
+
+@contextmanager
+def session_confs(spark, confs: Mapping[str, str]) -> Iterator[None]:
+    """`confs` set on the session for the block, then back to what they were (unset when they were not set)."""
+    before = {key: spark.conf.get(key, None) for key in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def register_functions(spark) -> None:

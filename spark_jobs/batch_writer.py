@@ -22,6 +22,7 @@ from include import checkpoints
 from include.ops import batch_ledger
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
+from include.spark_session import session_confs
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks, landing
 from spark_jobs.schemas import spark_schema
@@ -102,15 +103,10 @@ def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_
     from delta.tables import DeltaTable
 
     spark = rows.sparkSession  # the streaming query's own session: the confs touch no other writer
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(batch_id))
-    try:
-        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    with session_confs(spark, {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id)}):
         (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), condition)
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
 
 
 def count_routes(settings: Settings, job: JobSpec, batch: DataFrame,

@@ -20,7 +20,7 @@ from include.storage import delta as delta_store
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
 from spark_jobs.streaming_query import run_job
-from spark_jobs.table_maintenance import maintain
+from spark_jobs.table_maintenance import LISTING_PARALLELISM, RETENTION_CHECK, maintain
 from spark_jobs.transforms import parse_json
 from tests.support.helpers import generate, run_cli
 
@@ -161,6 +161,8 @@ def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spar
     assert delta_store.count_rows(bronze) == rows_before  # delta-rs reads the compacted table
     recorded = delta_store.read_table(settings.layout.ops_table(MAINTENANCE_TABLE)).to_pylist()
     assert {(r["run_id"], r["table"], r["operation"]) for r in recorded} == {("m1", t, o) for t, o in outcome}
+    # the safety check and the listing's parallelism were lifted for the VACUUM calls only
+    assert spark.conf.get(RETENTION_CHECK) == "true" and spark.conf.get(LISTING_PARALLELISM) == "10000"
 
     # silver keeps reading bronze after the compaction: the rewrite is no new data
     generate(settings, events=300, seed=85, files=2, start=DEFAULT_START + timedelta(hours=2))
