@@ -106,6 +106,7 @@ def feed(settings, registry, stop: threading.Event, rounds: list[int]) -> None:
 def run_mode(mode: str, seconds: int) -> dict:
     from include.airflow import tasks
     from include.ops.health import check_job
+    from include.ops.query_progress import PROGRESS_TABLE
     from include.registry import load_registry
     from include.storage import delta as delta_store
 
@@ -170,7 +171,7 @@ def run_mode(mode: str, seconds: int) -> dict:
                 by_kind = {k: sum(r for _, kind, r in found if kind == k) for k in {kind for _, kind, _ in found}}
                 jvms_at_peak = [(pid, kind, _parent(pid)) for pid, kind, _ in found if kind.endswith("jvm")]
             time.sleep(5)
-        rows = delta_store.read_table(settings.layout.ops_table("query_progress")).to_pylist()
+        rows = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()
         problems = {j: h.problems for j in live if (h := check_job(settings, registry, j)).problems or not h.running}
     finally:
         stop_feeding.set()

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import finish, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
+from include.ops.query_progress import PROGRESS_TABLE  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
@@ -65,7 +66,7 @@ def lineage_batches(spark, settings, registry, files: int) -> dict:
                   GeneratorConfig(events=100 * files, seed=3, files=files))
     for job_id in LINEAGE:
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))
-    rows = delta_store.read_table(settings.layout.ops_table("query_progress")).to_pylist()
+    rows = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()
     result = {}
     for job_id in LINEAGE:
         batches = [r for r in rows if r["job"] == job_id and r["num_input_rows"]]
