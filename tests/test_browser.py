@@ -3,7 +3,8 @@ real API server: log in, the DAG list, the trigger form of `lakehouse_backfill`,
 and the Data Docs index. The browser resolves no host but the server's, so the report must render offline.
 
 Screenshots go to LAKEHOUSE_SCREENSHOTS (default `.cache/screenshots/` in the repo), one PNG per step:
-01_login, 02_dag_list, 04_trigger_form (the jobs multi-select opened), 05_task (its extra link),
+01_login, 02_dag_list, 04_trigger_form (the jobs multi-select opened), 05_log (a quality task's log: the
+report's URL, a link to a new tab), 05_task (its extra link),
 06_report (the validation result it opens), 07_index (every gold table's runs with their status), 08_approval
 (a checkpoint full refresh waiting for a person: the plan, Reject proposed).
 """
@@ -20,6 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -42,15 +44,19 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def api_server(settings, lakehouse_root, airflow_db, tmp_path):
-    """`airflow api-server` on a free port, with the DAGs serialized and a known admin password."""
+def api_server(settings, lakehouse_root, airflow_db, tmp_path, monkeypatch):
+    """`airflow api-server` on a free port, with the DAGs serialized and a known admin password. It also serves
+    the Execution API to the tasks this test process runs through an executor (`dag.test(use_executor=True)`,
+    which writes the task logs the UI shows): one JWT secret for both."""
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps({"admin": PASSWORD}))
+    port = free_port()
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", os.urandom(16).hex())
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", f"http://127.0.0.1:{port}/execution/")
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", f"http://127.0.0.1:{port}")
     env = {**airflow_environment(settings), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
     assert env["AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD"] == "5"  # `make airflow` stays readable
-    port = free_port()
-    env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{port}"
     reserialized = subprocess.run(airflow_command() + ["dags", "reserialize"], env=env, capture_output=True,
                                   text=True, timeout=300)
     assert reserialized.returncode == 0, reserialized.stderr[-2000:]
@@ -178,7 +184,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     shutil.rmtree(settings.root, ignore_errors=True)
     shutil.copytree(demo.settings.root, settings.root, ignore=lambda d, names: [
         n for n in names if Path(d) == demo.settings.root and n in ("_reports", "_ops")])
-    run = dagbag().dags["data_quality"].test()
+    run = dagbag().dags["data_quality"].test(use_executor=True)  # as the scheduler's executor runs it: with logs
     assert run.state == DagRunState.SUCCESS
     gold = list(quality_tables(registry))
     driver, base = browser, api_server
@@ -213,16 +219,27 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     assert "leave empty to run all of them" in shown
     shot(driver, "04_trigger_form")
 
-    task = "validate_gold__user_activity_5m"  # its "Data quality report" link, as a person clicks it
-    driver.get(f"{base}/dags/data_quality/runs/{run.run_id}/tasks/{task}/details")  # where Airflow lists links
+    task = "validate_gold__user_activity_5m"
+    task_page = f"{base}/dags/data_quality/runs/{quote(run.run_id, safe='')}/tasks/{task}"
+    driver.get(task_page)  # a task opens on its log, which ends with the report's URL: a link to a new tab
+    report_link = "//a[contains(@href, '/lakehouse-data-docs/') and starts-with(normalize-space(), 'http')]"
+    wait_for(lambda: driver.find_elements("xpath", report_link), timeout=60, what="the log's report link")
+    assert "the link opens a new tab" in visible_text(driver)
+    shot(driver, "05_log")
+    home = driver.current_window_handle
+    click(driver, report_link)
+    wait_for(lambda: len(driver.window_handles) == 2, timeout=30, what="the report to open in a new tab")
+    driver.switch_to.window(next(w for w in driver.window_handles if w != home))
+    assert "/lakehouse-data-docs/" in driver.current_url, driver.current_url
+    wait_text(driver, "Succeeded", name="06_report")
+    driver.close()
+    driver.switch_to.window(home)
+
+    driver.get(f"{task_page}/details")  # its "Data quality report" link, where Airflow lists extra links
     wait_text(driver, "Data quality report", name="05_task")
     shot(driver, "05_task")
-    windows = set(driver.window_handles)
-    click(driver, "//a[normalize-space()='Data quality report']")
-    wait_for(lambda: len(driver.window_handles) > len(windows) or "lakehouse-data-docs" in driver.current_url,
-             timeout=30, what="the report to open")
-    if len(driver.window_handles) > len(windows):
-        driver.switch_to.window((set(driver.window_handles) - windows).pop())
+    click(driver, "//a[normalize-space()='Data quality report']")  # Airflow 3.3 opens a same-origin link here
+    wait_for(lambda: "lakehouse-data-docs" in driver.current_url, timeout=30, what="the report to open")
     wait_text(driver, "Succeeded", name="06_report")  # the table's validation result, filled
     page = visible_text(driver)
     assert "gold__user_activity_5m__rows" in page and "no_future_windows" in page, page[:2000]

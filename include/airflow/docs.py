@@ -53,5 +53,6 @@ no future rows, uniqueness, freshness, reconciliation with silver. Joins: the jo
 rows, unmatched rows without right-side values, keys, uniqueness per (left key, right key),
 freshness. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
 recorded in `_ops/alerts`); **warnings** are recorded in `_ops/dq_results` only. The report (Data Docs)
-is one click away: the task's "Data quality report" link (this run's result: the table's validation, or a
-page listing each table's), the URL at the end of the task log, or *Browse → Data quality reports*."""
+is one click away: the URL at the end of the task log (a new tab), the task's "Data quality report" link
+under Details → Extra Links (this run's result: the table's validation, or a page listing each table's;
+Airflow opens it in the same tab and the report links back), or *Browse → Data quality reports*."""

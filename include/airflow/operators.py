@@ -250,9 +250,10 @@ class QualityCheckOperator(BaseOperator):
         origin = f"/dags/{ti.dag_id}/runs/{quote(ti.run_id, safe='')}/tasks/{ti.task_id}"  # its page in the UI
         summary, page, failures = validate_tables(tables, full=bool(params.get("full")), origin=origin)
         self.report_link = data_docs_path(page)
-        self.log.info("data quality %s; report: %s", summary, data_docs_url(page))
-        self.log.info("the report is also one click away: this task's Details tab, Extra Links → \"%s\" (its page "
-                      "links back to this task), and Browse → Data quality reports", QualityReportLink.name)
+        self.log.info("report (the link opens a new tab): %s — data quality %s", data_docs_url(page), summary)
+        self.log.info("the report is also this task's Details tab → Extra Links → \"%s\" (Airflow opens it in this "
+                      "tab; the report links back to this task) and Browse → Data quality reports (a new tab)",
+                      QualityReportLink.name)
         if failures:
             raise AirflowException(f"blocking data-quality failures: {', '.join(failures)}; "
                                    f"report: {data_docs_url(page)}")
