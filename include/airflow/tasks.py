@@ -62,6 +62,7 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
 
 WATCH_POLL_SECONDS = 10.0
 WATCH_RECHECK_SECONDS = 60.0  # a job that stays down (waiting for its broker, for capacity) is checked this often
+LEFT_RUNNING = frozenset({"healthy", "started", "restarted", "breached"})  # check outcomes: the job runs
 
 
 def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, seconds: float) -> dict[str, str]:
@@ -77,7 +78,9 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
     members = registry.live_units()[unit]
     deadline = time.monotonic() + seconds
     checked = dict.fromkeys(members, time.monotonic())
-    was_running = {j: lease.is_held(settings, j) for j in members}
+    # What the check left running, even if it is down already: a driver lost between the check and here is a job
+    # that went down (supervised at the first poll), not one found down (rechecked only every minute).
+    was_running = {j: actions.get(j) in LEFT_RUNNING or lease.is_held(settings, j) for j in members}
     while time.monotonic() + WATCH_POLL_SECONDS < deadline:
         time.sleep(WATCH_POLL_SECONDS)
         for job_id in members:
