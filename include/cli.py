@@ -181,8 +181,8 @@ def broker_for_demo(settings: Settings):
     @contextmanager
     def running():
         started, message = broker.up(settings, bootstrap_servers(settings))
-        sys.stderr.write(message + "\n")
-        try:
+        try:  # from here on, what it started is stopped whatever happens (a closed stderr included)
+            sys.stderr.write(message + "\n")
             yield
         finally:
             if started:

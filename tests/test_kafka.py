@@ -255,7 +255,11 @@ def test_a_recreated_topic_is_refused_then_reset_from_earliest_reads_it_whole(sp
     assert after - before == len(recreated)  # every message of the new topic, once
 
 
-def test_the_demo_starts_a_broker_only_when_none_answers_and_stops_what_it_started(settings, kafka_broker):
+def test_the_demo_starts_a_broker_only_when_none_answers_and_stops_what_it_started(settings, kafka_broker,
+                                                                                   monkeypatch):
+    import contextlib
+    import os
+    import sys
     from dataclasses import replace
 
     from include.cli import broker_for_demo
@@ -272,6 +276,17 @@ def test_the_demo_starts_a_broker_only_when_none_answers_and_stops_what_it_start
         assert broker.answers(bootstrap) and broker.running_pid(broker.BrokerFiles(own.layout.kafka))
     assert not broker.answers(bootstrap, timeout=1.0)
     assert broker.running_pid(broker.BrokerFiles(own.layout.kafka)) is None
+
+    reader, writer = os.pipe()  # the demo's stderr read by nobody any more (`lakehouse demo | head`, a closed terminal)
+    os.close(reader)
+    closed = open(writer, "w", buffering=1)  # noqa: SIM115 - closed below, where the pipe's error is expected
+    monkeypatch.setattr(sys, "stderr", closed)
+    with pytest.raises(BrokenPipeError), broker_for_demo(own):
+        pass
+    monkeypatch.undo()
+    with contextlib.suppress(BrokenPipeError):
+        closed.close()  # the unwritten line: the fd is closed all the same
+    assert broker.running_pid(broker.BrokerFiles(own.layout.kafka)) is None  # what it started is stopped anyway
 
 
 def test_a_live_job_waits_for_its_broker_and_resumes_where_its_checkpoint_says(raw, settings, tmp_path, lakehouse_env):
