@@ -246,6 +246,25 @@ def test_restart_backoff_and_giving_up(settings, tmp_path):
     assert [a["severity"] for a in alerts(settings)] == ["error", "warning", "error"]
 
 
+def test_the_watch_supervises_a_job_down_after_the_check_or_at_the_end_of_its_backoff(settings, tmp_path):
+    """lakehouse_live's watch after its check: a job backing off is supervised at the first poll its backoff allows
+    (not at the minute's recheck), and a job the check found healthy but down at the first poll (its driver lost in
+    between) at once. Without Spark: the alert-only policy answers without starting anything."""
+    from include.airflow import tasks
+
+    registry = registry_variant(tmp_path / "jobs.yaml", on_down="alert")
+    settings = replace(settings, registry_path=tmp_path / "jobs.yaml")
+    write_heartbeat(settings, JOB, status="failed", batch_id=3)
+    bookkeeping.update_state(settings, JOB, restarts=1, next_allowed_at=time.time() + 1)
+    assert tasks.watch(settings, registry, JOB, {JOB: "backing_off"}, "r1", seconds=3, poll_seconds=0.2) == {
+        JOB: "alerted"}
+    bookkeeping.update_state(settings, JOB, next_allowed_at=None)
+    assert tasks.watch(settings, registry, JOB, {JOB: "healthy"}, "r2", seconds=1, poll_seconds=0.2) == {
+        JOB: "alerted"}
+    # once each: a job found down and not restarted is not alerted on every poll
+    assert sorted(a["run_id"] for a in alerts(settings)) == ["r1", "r2"]
+
+
 # --- health rules on synthetic `_ops/query_progress` rows ------------------------------------------
 
 def progress_rows(job_id: str, count: int, **overrides) -> list[dict]:

@@ -62,11 +62,13 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
 
 WATCH_POLL_SECONDS = 10.0
 WATCH_RECHECK_SECONDS = 60.0  # a job that stays down (waiting for its broker, for capacity) is checked this often
-LEFT_RUNNING = frozenset({"healthy", "started", "restarted", "breached"})  # check outcomes: the job runs
+# check outcomes after which a job found down is supervised at once: it was left running, or its backoff is running
+ACT_WHEN_DUE = frozenset({"healthy", "started", "restarted", "breached", "backing_off"})
 
 
-def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, seconds: float) -> dict[str, str]:
-    """After the check, watch the jobs for `seconds` (every 10 s, from their leases: no Spark, no Delta read): a job
+def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, seconds: float,
+          poll_seconds: float = WATCH_POLL_SECONDS) -> dict[str, str]:
+    """After the check, watch the jobs for `seconds` (every `poll_seconds`, from their leases: no Spark, no Delta read): a job
     that went down is supervised at once, and again once its backoff allows, instead of at the next scheduled run.
     A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
     import time
@@ -78,23 +80,24 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
     members = registry.live_units()[unit]
     deadline = time.monotonic() + seconds
     checked = dict.fromkeys(members, time.monotonic())
-    # What the check left running, even if it is down already: a driver lost between the check and here is a job
-    # that went down (supervised at the first poll), not one found down (rechecked only every minute).
-    was_running = {j: actions.get(j) in LEFT_RUNNING or lease.is_held(settings, j) for j in members}
-    while time.monotonic() + WATCH_POLL_SECONDS < deadline:
-        time.sleep(WATCH_POLL_SECONDS)
+    # Supervised at the first poll its backoff allows: a job that goes down after running (also one the check left
+    # running that is down already: a driver lost between the check and here) and one backing off. A job found down
+    # for another reason (waiting for its broker, for capacity) is rechecked every WATCH_RECHECK_SECONDS.
+    act_when_due = {j: actions.get(j) in ACT_WHEN_DUE or lease.is_held(settings, j) for j in members}
+    while time.monotonic() + poll_seconds < deadline:
+        time.sleep(poll_seconds)
         for job_id in members:
             running = lease.is_held(settings, job_id)
             state = read_state(settings, job_id)
-            due = time.time() >= float(state.get("next_allowed_at") or 0)
-            went_down = was_running[job_id] and not running
-            was_running[job_id] = running
-            if running or state.get("stopped_by_request") or not due:
+            if running or state.get("stopped_by_request"):
+                act_when_due[job_id] = running
                 continue
-            if went_down or time.monotonic() - checked[job_id] >= WATCH_RECHECK_SECONDS:
+            if time.time() < float(state.get("next_allowed_at") or 0):  # within its backoff
+                continue
+            if act_when_due[job_id] or time.monotonic() - checked[job_id] >= WATCH_RECHECK_SECONDS:
                 checked[job_id] = time.monotonic()
                 actions[job_id] = supervise_job(settings, registry, job_id, run_id=run_id)
-                was_running[job_id] = lease.is_held(settings, job_id)
+                act_when_due[job_id] = actions[job_id] in ACT_WHEN_DUE or lease.is_held(settings, job_id)
                 log.info("%s: %s (watching)", job_id, actions[job_id])
                 _fail_on_problems(settings, unit, {job_id: actions[job_id]})
     return actions
