@@ -68,9 +68,9 @@ ACT_WHEN_DUE = frozenset({"healthy", "started", "restarted", "breached", "backin
 
 def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, seconds: float,
           poll_seconds: float = WATCH_POLL_SECONDS) -> dict[str, str]:
-    """After the check, watch the jobs for `seconds` (every `poll_seconds`, from their leases: no Spark, no Delta read): a job
-    that went down is supervised at once, and again once its backoff allows, instead of at the next scheduled run.
-    A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
+    """After the check, watch the jobs for `seconds` (every `poll_seconds`, from their leases: no Spark, no Delta
+    read): a job that went down is supervised at once, and again once its backoff allows, instead of at the next
+    scheduled run. A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
     import time
 
     from include.ops import lease
