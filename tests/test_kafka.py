@@ -318,7 +318,11 @@ def test_a_live_job_waits_for_its_broker_and_resumes_where_its_checkpoint_says(r
 
         broker.down(own)  # under the running query: it fails after 3 tries of the (test's 5 s) Kafka timeout
         wait_for(lambda: not lease.is_held(own, "bronze_payments"), 120, "the job to end without its broker")
-        last = own.layout.job_log("bronze_payments").read_text().strip().splitlines()[-1]
+        job_log = own.layout.job_log("bronze_payments")
+        # The driver writes its last line after it released the lease: await that line, then check what it says.
+        wait_for(lambda: job_log.read_text().strip().splitlines()[-1].startswith("lakehouse run:"), 30,
+                 "the driver's last line")
+        last = job_log.read_text().strip().splitlines()[-1]
         assert last.startswith(f"lakehouse run: job 'bronze_payments' stopped: broker unreachable at {bootstrap} (it "
                                "resumes from its checkpoint when the broker is back); job=bronze_payments failed:"), last
 
