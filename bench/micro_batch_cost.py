@@ -8,7 +8,8 @@ its foreachBatch part (`addBatch`) from `_ops/query_progress`.
 Why: live jobs on few cores spend most of a small batch in fixed costs; this names them (issue 25's fleet and
 issue 22's latency). Delta 4.4 answers an idempotent write's "was this batch written?" from the snapshot's
 reconstructed state (`Snapshot.transactions`): a Spark job ("Compute snapshot for version N") per write, which a
-plain append does not run, although the table's checksum file already lists its app transactions.
+plain append does not run, although the table's checksum file already lists its app transactions. The jobs
+append through `append_batch` (`project_append`): the same commit, without that lookup.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
+from spark_jobs.batch_writer import append_batch  # noqa: E402
 from spark_jobs.streaming_query import run_job  # noqa: E402
 
 LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
 
-def timed_writes(spark, rows, path: Path, writes: int, idempotent: bool) -> dict:
-    """`writes` appends of `rows` to a new table: median and max milliseconds, and the Spark jobs and stages each
-    write runs (medians)."""
+def timed_writes(spark, rows, path: Path, writes: int, idempotent: bool, project: bool = False) -> dict:
+    """`writes` appends of `rows` to a new table (`project`: as the jobs append, `append_batch`): median and max
+    milliseconds, and the Spark jobs and stages each write runs (medians)."""
     context, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
     seconds, jobs, stages = [], [], []
     for number in range(writes):
@@ -49,7 +51,10 @@ def timed_writes(spark, rows, path: Path, writes: int, idempotent: bool) -> dict
         if idempotent:
             writer = writer.option("txnAppId", "bench:query").option("txnVersion", number)
         started = time.perf_counter()
-        writer.save(str(path))
+        if project:
+            append_batch(rows.coalesce(1), str(path), "bench:query", number)
+        else:
+            writer.save(str(path))
         seconds.append(time.perf_counter() - started)
         ids = tracker.getJobIdsForGroup(group)
         jobs.append(len(ids))
@@ -96,6 +101,7 @@ def main() -> None:
     result = {
         "plain_append": timed_writes(spark, rows, work / "plain", args.writes, idempotent=False),
         "idempotent_append": timed_writes(spark, rows, work / "idempotent", args.writes, idempotent=True),
+        "project_append": timed_writes(spark, rows, work / "project", args.writes, idempotent=True, project=True),
         "lineage_one_file_per_batch": lineage_batches(spark, settings, load_registry(settings.registry_path),
                                                       args.files),
     }

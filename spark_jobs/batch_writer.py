@@ -1,11 +1,10 @@
 """The foreachBatch sink: each micro-batch committed to its Delta table(s) exactly once, by the executors.
 
-Appends carry Delta's idempotent-write options (``txnAppId`` = ``<job>:<query id>``, ``txnVersion`` =
-the batch id) and MERGE upserts the same pair through the session confs Delta's MERGE reads
-(``spark.databricks.delta.write.txnAppId`` / ``txnVersion``): the app transaction is recorded in the
-same Delta commit as the data, so a batch replayed after a crash (between the Delta commit and Spark's
-commit log) finds it and writes nothing, in every table it writes. A parse_json batch writes two tables
-(quarantine, then the sink), each with its own transaction record.
+Every commit records Delta's app transaction (``<job>:<query id>``, the batch id) with the data: appends
+through Delta's own write command (``append_batch``), MERGE upserts through the session confs Delta's MERGE
+reads (``spark.databricks.delta.write.txnAppId`` / ``txnVersion``). A batch replayed after a crash (between the
+Delta commit and Spark's commit log) finds its transaction in the table's log and writes nothing, in every
+table it writes. A parse_json batch writes two tables (quarantine, then the sink), each with its own record.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ def make_batch_writer(settings: Settings, job: JobSpec,
                 if table == sink.table and sink.mode == "update":
                     merge(rows, path, sink.merge_keys, app_id, batch_id)
                 else:
-                    (rows.coalesce(sink.files_per_batch).write.format("delta").mode("append")
-                     .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
+                    append_batch(rows.coalesce(sink.files_per_batch), path, app_id, batch_id)
                 gained[table] = rows_per_table[table]
             batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
             if written is not None:
@@ -96,6 +94,15 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
     for line in skipped_offsets(batch_offsets(checkpoint, batch_id - 1), batch_offsets(checkpoint, batch_id),
                                 first_read):
         record_alert(settings, job.id, f"batch {batch_id}: {line}")
+
+
+def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append `rows` in one Delta commit that records (app_id, batch_id), as the `txnAppId` / `txnVersion` write
+    options would, through the same Delta command but without its own "written already?" lookup: Delta 4.4
+    answers it by reconstructing the table's state, a Spark job that costs a small batch twice its write
+    (bench/micro_batch_cost.py). The caller answered it from the log (`delta_store.committed_batch`) and holds
+    the job's lease: no other writer commits this app id (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java)."""
+    rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id)
 
 
 def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:
