@@ -17,7 +17,7 @@ from include.ops import lease
 from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
-from spark_jobs.batch_writer import make_batch_writer
+from spark_jobs.batch_writer import append_batch, make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
 from spark_jobs.streaming_query import run_job
 from spark_jobs.table_maintenance import LISTING_PARALLELISM, RETENTION_CHECK, maintain
@@ -103,6 +103,25 @@ def test_a_replayed_batch_writes_nothing_in_either_table_nor_merges_twice(spark,
     rows = delta_store.read_table(settings.layout.table("gold/user_activity_1h")).to_pylist()
     assert [(r["user_id"], r["event_count"]) for r in rows] == [("u1", 3)]
     assert commit_info(settings, "gold/user_activity_1h", 2)["operation"] == "MERGE"
+
+
+def test_a_batch_append_records_its_transaction_and_keeps_deltas_write_checks(spark, tmp_path):
+    """append_batch skips only Delta's lookup of the transaction: the commit is the write options' commit, and
+    Delta's schema enforcement and constraints still refuse bad rows, committing nothing."""
+    path = str(tmp_path / "table")
+    spark.range(3).selectExpr("id", "cast(id AS string) AS name").write.format("delta").save(path)
+    append_batch(spark.range(2).selectExpr("id", "'x' AS name"), path, "job:query", 7)
+    assert delta_store.committed_batch(path, "job:query") == 7 and delta_store.count_rows(path) == 5
+    log = (tmp_path / "table" / "_delta_log" / f"{1:020d}.json").read_text().splitlines()
+    info = next(json.loads(line)["commitInfo"] for line in log if "commitInfo" in line)
+    assert (info["operation"], info["operationParameters"]["mode"], info["isBlindAppend"]) == ("WRITE", "Append", True)
+    with pytest.raises(Exception, match="DELTA_METADATA_MISMATCH"):
+        append_batch(spark.range(1).selectExpr("id", "'y' AS name", "1 AS extra"), path, "job:query", 8)
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT non_negative CHECK (id >= 0)")
+    with pytest.raises(Exception, match="DELTA_VIOLATE_CONSTRAINT"):
+        append_batch(spark.range(1).selectExpr("-1L AS id", "'z' AS name"), path, "job:query", 8)
+    assert delta_store.committed_batch(path, "job:query") == 7 and delta_store.latest_version(path) == 2
+    assert delta_store.count_rows(path) == 5
 
 
 def test_a_job_streams_the_change_feed_of_an_upserted_table(spark, settings, tmp_path):
