@@ -61,6 +61,9 @@ def processes_of(root: Path) -> list[tuple[int, str, int]]:
                 continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             resident = int((entry / "statm").read_text().split()[1]) * PAGE
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            if argv[0].endswith(b"java") and argv == Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0"):
+                continue  # a JVM's child between its fork and exec (Hadoop runs chmod, readlink): its parent's memory
         except (OSError, ValueError, IndexError):
             continue
         if argv and argv[0].endswith(b"java"):
