@@ -10,7 +10,9 @@ of the registry. A producer sends clickstream events stamped with the time they 
 per second for `--seconds`. Latencies come from the tables: silver rows carry the message's Kafka timestamp
 (`_kafka_timestamp`) and Delta's change data feed gives each row's commit time; a gold window is final when its
 row is committed, measured from the window's end (the earliest it could be final: the watermark delay is part of
-the figure). Reports p50 / p95 / p99 and the rate silver sustained.
+the figure). Reports p50 / p95 / p99, the rate silver sustained, and what bounds them: each job's batch durations
+against the trigger (batches longer than the trigger run back to back, and a message waits for the batches before
+it) and the machine's load while the producer ran.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +87,21 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "count": len(ordered)}
 
 
+def batch_durations(settings, trigger_seconds: int) -> dict[str, dict]:
+    """Per job, from `_ops/query_progress`: batches with input, their duration p50 / p95 (seconds), and how many
+    took longer than the trigger."""
+    from include.ops.query_progress import PROGRESS_TABLE
+    from include.storage import delta as delta_store
+
+    rows = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()
+    result = {}
+    for job in JOBS:
+        seconds = [r["batch_duration_ms"] / 1000 for r in rows if r["job"] == job and r["num_input_rows"]]
+        result[job] = {**{k: v for k, v in percentiles(seconds).items() if k != "p99"},
+                       "over_the_trigger": sum(1 for d in seconds if d > trigger_seconds)}
+    return result
+
+
 def utc(moment: datetime) -> datetime:
     """Delta's change feed gives commit times without a zone: they are UTC."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -130,7 +148,10 @@ def main() -> None:
         producer = threading.Thread(target=produce, args=(bootstrap, args.rate, args.seconds, produced))
         started = time.monotonic()
         producer.start()
-        producer.join()
+        loads = []
+        while producer.is_alive():
+            producer.join(10)
+            loads.append(os.getloadavg()[0])
         deadline = time.monotonic() + 180
         from include.storage import delta as delta_store
 
@@ -157,6 +178,9 @@ def main() -> None:
         "produced_to_silver_seconds": percentiles(silver_latency),
         "window_end_to_gold_seconds": percentiles(gold_latency),
         "silver_p95_target_seconds": 2 * args.trigger + 2,
+        "batch_seconds_with_input": batch_durations(settings, args.trigger),
+        "load_average_while_producing": {"median": round(statistics.median(loads), 1), "max": round(max(loads), 1),
+                                         "cores": os.cpu_count()},
         "work": str(work),
     }, indent=2))
 
