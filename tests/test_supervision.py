@@ -314,9 +314,14 @@ def test_partial_window_and_replayed_batches(settings, registry):
                             state_rows_removed=0, watermark=None)
     assert job_health.diagnose(job, partial) == []  # growth and watermark need a full window
     slow = job.triggers["live"].interval_seconds * 1000 + 30_000  # above its live trigger
-    warm_up = progress_rows(job.id, 2, batch_duration_ms=slow)
-    assert job_health.diagnose(job, warm_up) == []  # a median needs 3 batches
-    assert job_health.diagnose(job, warm_up + progress_rows(job.id, 1, batch_duration_ms=slow)) == ["slow_batches"]
+    slow_run = progress_rows(job.id, 4, batch_duration_ms=slow)
+    assert job_health.diagnose(job, slow_run[:3]) == []  # a median needs 3 batches after the run's first
+    assert job_health.diagnose(job, slow_run) == ["slow_batches"]
+    # Restarts: each run's first batch is its driver's warm-up, not the job's pace; the runs' later batches are.
+    restarts = [dict(row, run_id=f"r{n}") for n, row in enumerate(slow_run)]
+    assert job_health.diagnose(job, restarts) == []
+    assert job_health.diagnose(job, restarts + progress_rows(job.id, 4, run_id="r9", batch_duration_ms=slow)) == [
+        "slow_batches"]
     # Batch 2 replayed after a crash: two records, the later one counts.
     replay = progress_rows(job.id, 1, batch_id=2, batch_duration_ms=60_000,
                            progress_time=datetime(2026, 1, 2, tzinfo=UTC))

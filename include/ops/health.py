@@ -19,8 +19,8 @@ from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage import delta as delta_store
 
-MIN_BATCHES_FOR_MEDIAN = 3
-IDLE_REPORT_SECONDS = 10  # spark.sql.streaming.noDataProgressEventInterval (Spark's default)  # slow_batches needs at least this many batches in the window
+MIN_BATCHES_FOR_MEDIAN = 3  # slow_batches needs at least this many batches (after each run's first) in the window
+IDLE_REPORT_SECONDS = 10  # spark.sql.streaming.noDataProgressEventInterval (Spark's default)
 
 
 @dataclass
@@ -68,7 +68,8 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
     """Problems in a job's recent progress rows (oldest first, at most one window), its executor memory
     (`memory_bytes`) and the keys per state partition of each operator (`partition_keys`).
 
-    slow_batches: median batch duration above the live trigger interval (at least 3 batches);
+    slow_batches: median batch duration above the live trigger interval (at least 3 batches, each run's first
+    batch in the window left out: it carries its driver's warm-up and backlog);
     falling_behind: mean input rate above mean processing rate over batches with input;
     state_growing: state rows strictly increasing with none removed (full window);
     watermark_stuck: input but no watermark advance (full window, stateful transforms only);
@@ -87,8 +88,13 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
     if not batches:
         return problems
     interval_ms = job.triggers["live"].interval_seconds * 1000
-    durations = [b["batch_duration_ms"] for b in batches if b["batch_duration_ms"] is not None]
-    # A median of fewer batches would flag a run's first (warm-up or backlog) batch.
+    # A run's first batch waits for its JVM's class loading and JIT and reads its backlog: not a measure of the job's
+    # pace. After restarts the window may hold little else (each a new run), so each run's first batch is left out.
+    first_of_run: dict[str | None, int] = {}
+    for b in batches:
+        first_of_run.setdefault(b.get("run_id"), b["batch_id"])
+    durations = [b["batch_duration_ms"] for b in batches
+                 if b["batch_duration_ms"] is not None and first_of_run[b.get("run_id")] != b["batch_id"]]
     if interval_ms and len(durations) >= MIN_BATCHES_FOR_MEDIAN and statistics.median(durations) > interval_ms:
         problems.append("slow_batches")
     with_input = [b for b in batches if b["num_input_rows"]]
