@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
 
 from include.ops.heartbeats import read_heartbeat, write_heartbeat
 from include.ops.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
@@ -24,8 +31,58 @@ def recorder_for(spark: SparkSession) -> ProgressRecorder:
     key = id(spark)
     if key not in _RECORDERS:
         _RECORDERS[key] = ProgressRecorder()
-        spark.streams.addListener(_RECORDERS[key])
+        add_listener(spark, _RECORDERS[key])
     return _RECORDERS[key]
+
+
+def add_listener(spark: SparkSession, listener: StreamingQueryListener):
+    """Register `listener` so that it receives each event decoded from the event's JSON; returns the Java listener.
+
+    `spark.streams.addListener` hands events over as Java objects that PySpark walks through py4j:
+    every map and list costs round trips, and every iterator's end is a Java exception whose
+    conversion resolves classes by name (a scan of the class path). Measured live, that made the
+    listener thread a tenth of the driver's CPU; one `json()` call per event costs one round trip.
+    """
+    from pyspark import SparkContext
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(SparkContext._gateway)
+    jvm = spark.sparkContext._jvm
+    bridge = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(listener))
+    spark._jsparkSession.streams().addListener(bridge)
+    return bridge
+
+
+def progress_event(text: str) -> QueryProgressEvent:
+    """PySpark's progress event from the JSON of Spark's."""
+    event = json.loads(text)
+    for source in event["progress"]["sources"]:
+        # Spark's JSON leaves out a rate that is NaN or infinite; PySpark's decoder requires the keys
+        for rate in ("inputRowsPerSecond", "processedRowsPerSecond"):
+            source.setdefault(rate, float("nan"))
+    return QueryProgressEvent.fromJson(event)
+
+
+class _JsonEvents:
+    """py4j callback object: Spark's listener interface for Python, forwarding events decoded from JSON."""
+
+    def __init__(self, listener: StreamingQueryListener):
+        self._listener = listener
+
+    def onQueryStarted(self, jevent) -> None:
+        self._listener.onQueryStarted(QueryStartedEvent.fromJson(json.loads(jevent.json())))
+
+    def onQueryProgress(self, jevent) -> None:
+        self._listener.onQueryProgress(progress_event(jevent.json()))
+
+    def onQueryIdle(self, jevent) -> None:
+        self._listener.onQueryIdle(QueryIdleEvent.fromJson(json.loads(jevent.json())))
+
+    def onQueryTerminated(self, jevent) -> None:
+        self._listener.onQueryTerminated(QueryTerminatedEvent.fromJson(json.loads(jevent.json())))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 class ProgressRecorder(StreamingQueryListener):

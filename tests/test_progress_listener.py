@@ -1,0 +1,85 @@
+"""The progress listener gets its events decoded from Spark's JSON: the same facts as PySpark's own listener."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+
+from include.ops.query_progress import progress_row
+from spark_jobs.progress_listener import add_listener, progress_event
+from tests.support.helpers import wait_for
+
+
+class Collected(StreamingQueryListener):
+    def __init__(self):
+        self.started, self.progress, self.terminated = [], [], []
+
+    def onQueryStarted(self, event):
+        self.started.append(event)
+
+    def onQueryProgress(self, event):
+        self.progress.append(event.progress)
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        self.terminated.append(event)
+
+
+def test_events_from_json_carry_what_pysparks_listener_sees(spark, tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for n in range(2):
+        (landing / f"{n}.json").write_text("".join(
+            json.dumps({"user": f"u{i % 3}", "at": f"2026-01-01T00:{n:02d}:{i:02d}Z"}) + "\n" for i in range(20)))
+    ours, pysparks = Collected(), Collected()
+    bridge = add_listener(spark, ours)
+    spark.streams.addListener(pysparks)
+    try:
+        events = (spark.readStream.schema("user string, at timestamp").option("maxFilesPerTrigger", 1)
+                  .json(str(landing)).withWatermark("at", "10 seconds")
+                  .groupBy(F.window("at", "1 minute"), "user").count())
+        query = (events.writeStream.queryName("listener_probe").format("noop").outputMode("append")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination()
+        wait_for(lambda: ours.terminated and pysparks.terminated, 60, "both listeners to see the query end")
+    finally:
+        spark._jsparkSession.streams().removeListener(bridge)
+        spark.streams.removeListener(pysparks)
+
+    assert [(e.id, e.runId, e.name) for e in ours.started] == [(e.id, e.runId, e.name) for e in pysparks.started]
+    assert [(str(e.id), str(e.runId), e.exception) for e in ours.terminated] == [(query.id, query.runId, None)]
+    assert len(ours.progress) >= 2 and [p.batchId for p in ours.progress] == [p.batchId for p in pysparks.progress]
+    # the row each batch leaves in _ops/query_progress: counts, durations, watermark and state metrics alike
+    rates = ("input_rows_per_second", "processed_rows_per_second")  # Spark's JSON rounds them to 0.1
+    for decoded, walked in zip(ours.progress, pysparks.progress, strict=True):
+        row, expected = progress_row(decoded), progress_row(walked)
+        assert {k: v for k, v in row.items() if k not in rates} == {k: v for k, v in expected.items() if k not in rates}
+        assert all(abs(row[k] - expected[k]) <= 0.05 for k in rates), (row, expected)
+    assert sum(p.numInputRows for p in ours.progress) == 40
+    assert max(p.stateOperators[0].numRowsTotal for p in ours.progress) > 0
+
+
+def test_a_rate_spark_leaves_out_of_the_json_decodes_as_nan(spark, tmp_path):
+    """Spark writes no key for a NaN or infinite rate; PySpark's decoder would fail on the missing key."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.json").write_text('{"n": 1}\n')
+    ours = Collected()
+    bridge = add_listener(spark, ours)
+    try:
+        query = (spark.readStream.schema("n int").json(str(tmp_path / "in")).writeStream.format("noop")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination()
+        wait_for(lambda: ours.terminated, 60, "the query's end")
+    finally:
+        spark._jsparkSession.streams().removeListener(bridge)
+    spark_json = json.loads(ours.progress[0].json)
+    for source in spark_json["sources"]:
+        del source["inputRowsPerSecond"], source["processedRowsPerSecond"]
+    decoded = progress_event(json.dumps({"progress": spark_json})).progress
+    assert decoded.numInputRows == 1 and math.isnan(decoded.sources[0].inputRowsPerSecond)
+    assert progress_row(decoded)["num_input_rows"] == 1
