@@ -1,10 +1,11 @@
 """Benchmark: end-to-end latency of live jobs reading Kafka, from a message's production to its row in silver and
 to the finalized window in gold.
 
-    .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--separate]
+    .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--gold-trigger T] [--separate]
 
 A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
-latency --trigger "processing-time=<trigger> seconds"`; `--separate`: a process each, `lakehouse run <job>`): bronze_clickstream reading the topic `clickstream`, silver_clickstream
+latency`, each job with its live trigger: `--trigger`, the gold job's `--gold-trigger` (default the same), admitting
+twice the silver commits of its interval; `--separate`: a process each, `lakehouse run <job>`): bronze_clickstream reading the topic `clickstream`, silver_clickstream
 (dedup within a 10-second watermark) and gold_user_activity_5m with 10-second windows (watermark 5 s), from a copy
 of the registry. A producer sends clickstream events stamped with the time they are produced, at `--rate` events
 per second for `--seconds` (batching up to 50 ms, `linger.ms`, as a service producing that many would: the broker
@@ -45,15 +46,19 @@ from include.settings import load_settings  # noqa: E402
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
 
-def bench_registry(base: Path, path: Path) -> None:
+def bench_registry(base: Path, path: Path, triggers: dict[str, int]) -> None:
     raw = yaml.safe_load(base.read_text())
-    raw["jobs"] = {job: {**raw["jobs"][job], "group": "latency"} for job in JOBS}
+    raw["jobs"] = {job: {**raw["jobs"][job], "group": "latency",
+                         "triggers": {**raw["jobs"][job].get("triggers", {}),
+                                      "live": f"processing-time={triggers[job]} seconds"}} for job in JOBS}
     raw.pop("groups", None)
     raw["sources"] = {"clickstream": {**{k: v for k, v in raw["sources"]["clickstream"].items() if k != "path"},
                                       "kafka": {"topic": "clickstream", "starting_offsets": "earliest"}}}
     raw["jobs"]["bronze_clickstream"]["source"] = {"kafka": "clickstream", "max_offsets_per_trigger": 200000}
     raw["jobs"]["silver_clickstream"]["source"]["watermark"] = "10 seconds"
     gold = raw["jobs"]["gold_user_activity_5m"]
+    # silver commits at most once per trigger: a gold trigger k times as long must admit k commits, twice for headroom
+    gold["source"]["max_files_per_trigger"] = 2 * -(-triggers[JOBS[-1]] // triggers[JOBS[1]])
     gold["source"]["watermark"] = "5 seconds"
     gold["transform"]["window"] = "10 seconds"
     gold["sink"]["properties"] = {**gold["sink"].get("properties", {}), "delta.enableChangeDataFeed": "true"}
@@ -88,7 +93,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "count": len(ordered)}
 
 
-def batch_durations(settings, trigger_seconds: int) -> dict[str, dict]:
+def batch_durations(settings, triggers: dict[str, int]) -> dict[str, dict]:
     """Per job, from `_ops/query_progress`: batches with input, their duration p50 / p95 / p99 (seconds), and how many
     took longer than the trigger."""
     from include.ops.query_progress import PROGRESS_TABLE
@@ -98,7 +103,7 @@ def batch_durations(settings, trigger_seconds: int) -> dict[str, dict]:
     result = {}
     for job in JOBS:
         seconds = [r["batch_duration_ms"] / 1000 for r in rows if r["job"] == job and r["num_input_rows"]]
-        result[job] = {**percentiles(seconds), "over_the_trigger": sum(1 for d in seconds if d > trigger_seconds)}
+        result[job] = {**percentiles(seconds), "over_the_trigger": sum(1 for d in seconds if d > triggers[job])}
     return result
 
 
@@ -119,23 +124,25 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--trigger", type=int, default=2, help="processing-time trigger interval, seconds")
+    parser.add_argument("--gold-trigger", type=int, default=None,
+                        help="the gold job's trigger interval, seconds (default: --trigger)")
     parser.add_argument("--separate", action="store_true", help="a driver per job instead of one for the three")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
     env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
            "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap, "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
-    bench_registry(load_settings().registry_path, work / "jobs.yaml")
+    triggers = {job: args.trigger for job in JOBS} | {JOBS[-1]: args.gold_trigger or args.trigger}
+    bench_registry(load_settings().registry_path, work / "jobs.yaml", triggers)
     os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP")})
     settings = load_settings()
     broker.up(settings, bootstrap)
     jobs = []
     try:
         ensure_topic(bootstrap, "clickstream", 4)
-        trigger = ["--trigger", f"processing-time={args.trigger} seconds"]
         for name, run in ([(job, [job]) for job in JOBS] if args.separate else [("latency", ["--group", "latency"])]):
             log = (work / f"{name}.log").open("w")
-            jobs.append(subprocess.Popen([sys.executable, "-m", "include.cli", "run", *run, *trigger],
+            jobs.append(subprocess.Popen([sys.executable, "-m", "include.cli", "run", *run],
                                          env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         silver = settings.layout.table("silver/clickstream")
         deadline = time.monotonic() + 300  # the three drivers start (their first, empty batches)
@@ -172,13 +179,14 @@ def main() -> None:
     gold_latency = [(utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds() for r in gold_rows]
     print(json.dumps({
         "drivers": "a driver per job" if args.separate else "one driver (group)",
-        "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger, "produced": produced[0],
+        "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger,
+        "gold_trigger_seconds": triggers[JOBS[-1]], "produced": produced[0],
         "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),
         "silver_rate_sustained": round(len(silver_rows) / caught_up, 1),
         "produced_to_silver_seconds": percentiles(silver_latency),
         "window_end_to_gold_seconds": percentiles(gold_latency),
         "silver_p95_target_seconds": 2 * args.trigger + 2,
-        "batch_seconds_with_input": batch_durations(settings, args.trigger),
+        "batch_seconds_with_input": batch_durations(settings, triggers),
         "load_average_while_producing": {"median": round(statistics.median(loads), 1), "max": round(max(loads), 1),
                                          "cores": os.cpu_count()},
         "work": str(work),

@@ -343,7 +343,7 @@ def test_backfills_admit_by_their_own_limits(registry, raw):
     bronze, silver = registry.job("bronze_clickstream").source, registry.job("silver_clickstream").source
     assert bronze.admission(available_now=False) == Admission(max_files=2)
     assert bronze.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
-    assert silver.admission(available_now=False) == Admission(max_files=1)
+    assert silver.admission(available_now=False) == Admission(max_files=3)
     assert silver.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
     # A source's own backfill limits replace the defaults'; a landing source given bytes drops its file limit.
     raw["jobs"]["silver_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 50}
@@ -356,7 +356,7 @@ def test_backfills_admit_by_their_own_limits(registry, raw):
     # A registry without backfill limits admits backfills as before: by the source's own limits.
     del raw["defaults"]["backfill"]
     old = build_registry(raw).job("gold_user_activity_5m").source
-    assert old.admission(True) == old.admission(False) == Admission(max_files=1)
+    assert old.admission(True) == old.admission(False) == Admission(max_files=12)
 
 
 def test_admission_mistakes_are_named(raw):
@@ -443,3 +443,17 @@ def test_kafka_sources_and_their_mistakes(registry, raw):
     raw["sources"]["payments"]["kafka"] = {"topic": "payments", "starting_offsets": "yesterday"}
     assert any("kafka.starting_offsets: must be earliest, latest or an ISO-8601 timestamp, got 'yesterday'" in p
                for p in problems_of(raw))
+
+
+def test_live_jobs_of_the_shipped_registry_admit_more_than_their_upstream_commits(registry):
+    """A live job reading a table admits whole commits (`files_per_batch`); if a trigger of it admitted no more
+    commits than its writer can make meanwhile, it would fall behind for good under steady input (or never work off
+    a backlog). Each admits at least twice as many."""
+    for job in (registry.job(j) for j in registry.order):
+        sources = [job.source] + ([job.transform.right] if getattr(job.transform, "right", None) else [])
+        for source in (s for s in sources if s.kind == "delta"):
+            writer = registry.writer_of(source.name)
+            commits_per_trigger = -(-job.triggers["live"].interval_seconds // writer.triggers["live"].interval_seconds)
+            admitted = source.admission(available_now=False).max_files
+            assert admitted is None or admitted >= 2 * commits_per_trigger * writer.sink.files_per_batch, (
+                job.id, source.name, admitted, commits_per_trigger)
