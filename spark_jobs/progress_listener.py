@@ -43,12 +43,11 @@ def add_listener(spark: SparkSession, listener: StreamingQueryListener):
     conversion resolves classes by name (a scan of the class path). Measured live, that made the
     listener thread a tenth of the driver's CPU; one `json()` call per event costs one round trip.
     """
-    from pyspark import SparkContext
     from pyspark.java_gateway import ensure_callback_server_started
 
-    ensure_callback_server_started(SparkContext._gateway)
-    jvm = spark.sparkContext._jvm
-    bridge = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(listener))
+    context = spark.sparkContext
+    ensure_callback_server_started(context._gateway)
+    bridge = context._jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(listener))
     spark._jsparkSession.streams().addListener(bridge)
     return bridge
 
