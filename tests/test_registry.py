@@ -35,7 +35,7 @@ def test_real_registry_loads_in_dependency_order(registry):
     assert bronze.output_schema["_source_file"] == "string" and bronze.output_schema["_ingested_at"] == "timestamp"
     assert bronze.state_store.provider == "rocksdb" and not bronze.state_store.changelog_checkpointing
     assert registry.job("silver_clickstream").source.watermark_seconds == 600
-    assert str(bronze.triggers["live"]) == "processing-time=10 seconds"
+    assert str(bronze.triggers["live"]) == "processing-time=30 seconds"
 
 
 def test_changelog_checkpointing_defaults_to_true_and_must_be_a_boolean(raw):
@@ -341,7 +341,7 @@ def test_an_upserted_table_is_read_through_its_change_feed(raw):
 
 def test_backfills_admit_by_their_own_limits(registry, raw):
     bronze, silver = registry.job("bronze_clickstream").source, registry.job("silver_clickstream").source
-    assert bronze.admission(available_now=False) == Admission(max_files=2)
+    assert bronze.admission(available_now=False) == Admission(max_files=6)
     assert bronze.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
     assert silver.admission(available_now=False) == Admission(max_files=3)
     assert silver.admission(available_now=True) == Admission(max_bytes=512 * 1024**2)
