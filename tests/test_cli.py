@@ -68,7 +68,10 @@ def test_generate_command_is_deterministic(settings, lakehouse_env):
 @pytest.mark.slow
 def test_ctrl_c_to_the_process_group_stops_a_live_job_between_batches(settings, lakehouse_env):
     """Ctrl-C in a terminal: SIGINT to the whole group, the driver JVM included."""
-    landed = generate(settings, events=1200, seed=41, files=6)
+    from include.registry import load_registry
+
+    per_batch = load_registry(settings.registry_path).job("bronze_clickstream").source.admission(False).max_files
+    landed = generate(settings, events=1200, seed=41, files=3 * per_batch)  # three live batches
     code, output = signal_group_when(
         LAKEHOUSE + ["run", "bronze_clickstream", "--trigger", "processing-time=2 seconds"], lakehouse_env,
         lambda: (read_heartbeat(settings, "bronze_clickstream") or {}).get("batch_id") == 2, signal.SIGINT,
