@@ -109,7 +109,8 @@ def get_spark(settings: Settings, app_name: str = "lakehouse"):
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         .config("spark.ui.showConsoleProgress", "false")
         # Compiled code per JVM: Spark keeps 100 classes, fewer than a group driver's queries and their tables'
-        # Delta log replays use, so it recompiled them again and again (a tenth of a live group's CPU).
+        # Delta log replays and checkpoints use, so it compiled the same ones again (bench/live_fleet.py: Janino
+        # 16 % of the payments group's JVM samples, 9 % with this; a Delta checkpoint's 42 compiles became 11).
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
