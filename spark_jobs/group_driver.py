@@ -4,7 +4,10 @@ progress records, summary line and stop request, as when it runs alone.
 
 The driver holds the group's lease (one driver per group). A job that fails or is refused ends alone: its siblings
 go on, and the supervisor (`lakehouse_live`) decides about it as about a job running alone; restarting it is a
-start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. A job stopped by request
+start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. One failure is the
+machine's, not the job's, and this driver restarts that query itself, with backoff: Spark's Python worker not
+starting within Spark's fixed 10 s (a transformWithState query's first batch starts one) while the group's queries
+start together on a busy machine. A job stopped by request
 stays stopped. The driver ends when none of its jobs runs any more, or on SIGTERM / SIGINT (every query stops at its
 batch boundary).
 """
@@ -21,14 +24,17 @@ from include.ops import groups, job_requests, lease, run_outcomes
 from include.ops.bookkeeping import read_state
 from include.ops.heartbeats import read_heartbeat
 from include.ops.launch import ExitCode, classify_failure
-from include.registry import Registry, Trigger, load_registry
+from include.registry import Registry, StatefulProcess, Trigger, load_registry
 from include.settings import Settings
 from spark_jobs.job_process import SharedDriver, preflight
 
 log = logging.getLogger("lakehouse")
 
 POLL_SECONDS = 1.0
-START_SPACING_SECONDS = 30.0  # at most this long for one query's start before the next (their plans share the cores)
+START_SECONDS = 30.0  # at most this long for one query's thread to take its lease before the next one starts
+# a query whose Python worker did not start in time is started again after these pauses, then left to the supervisor
+WORKER_RETRY_SECONDS = (10.0, 20.0, 40.0)
+SETTLE_SECONDS = 120.0  # at most this long a query starting a Python worker waits for its siblings' first batches
 
 
 class GroupHeld(lease.LeaseHeld):
@@ -56,6 +62,7 @@ class GroupDriver:
         self.threads: dict[str, threading.Thread] = {}
         self.failures: list[int] = []
         self.outcomes = groups.outcomes(settings, group)
+        self.waiting_since: dict[str, float] = {}  # jobs waiting for their siblings' first batches (may_start)
 
     def run(self) -> int:
         held = acquire_group(self.settings, self.group, str(self.trigger or "live"))
@@ -73,9 +80,17 @@ class GroupDriver:
                         log.info("group=%s: start of %s requested", self.group, job_id)
                         if job_id not in wanted:
                             wanted.append(job_id)
+                waiting = []
                 while wanted and not self.driver.stop.is_set():
-                    self.start(wanted.pop(0))
-                if self.driver.stop.is_set() or not self.running():
+                    job_id = wanted.pop(0)
+                    if read_state(self.settings, job_id).get("stopped_by_request"):
+                        log.info("group=%s: %s stopped by request before it started", self.group, job_id)
+                    elif self.may_start(job_id):
+                        self.start(job_id)
+                    else:
+                        waiting.append(job_id)
+                wanted = waiting
+                if self.driver.stop.is_set() or not (self.running() or wanted):
                     break
                 self.driver.stop.wait(POLL_SECONDS)
             for thread in self.threads.values():
@@ -88,6 +103,23 @@ class GroupDriver:
 
     def running(self) -> list[str]:
         return [j for j, t in self.threads.items() if t.is_alive()]
+
+    def may_start(self, job_id: str) -> bool:
+        """False while a job whose first batch starts a Python worker in this driver (a transformWithState query's)
+        waits for the first batches of the queries running here, at most SETTLE_SECONDS: Spark waits 10 s only for
+        that worker, and beside its siblings' first plans on a busy machine it took longer (bench/live_fleet.py)."""
+        if self.registry.job(job_id).transform_kind != StatefulProcess.kind:
+            return True
+        first = [j for j in self.running() if j != job_id
+                 and (read_heartbeat(self.settings, j) or {}).get("status") in (None, "starting", "started")]
+        if first and job_id not in self.waiting_since:
+            log.info("group=%s: %s starts after the first batch of %s (its own first batch starts a Python worker)",
+                     self.group, job_id, ", ".join(first))
+        since = self.waiting_since.setdefault(job_id, time.monotonic())
+        if first and time.monotonic() - since < SETTLE_SECONDS:
+            return False
+        del self.waiting_since[job_id]
+        return True
 
     def start(self, job_id: str) -> None:
         """Start the job's query in a thread of its own, unless it runs here already or cannot run now (one line
@@ -110,17 +142,27 @@ class GroupDriver:
                                   name=f"query-{job_id}", daemon=True)
         self.threads[job_id] = thread
         thread.start()
-        self.await_start(job_id, thread)
+        self.await_lease(job_id, thread)
 
     def run_query(self, job_id: str, spark, registry: Registry) -> None:
-        from spark_jobs.streaming_query import run_job
+        from spark_jobs.streaming_query import python_worker_timed_out, run_job
 
         trigger = self.trigger or registry.job(job_id).triggers["live"]
-        try:
-            result = run_job(spark, self.settings, registry, job_id, trigger, stop_requested=self.driver.stop)
-        except Exception as exc:
-            self.ended(job_id, exc)
-            return
+        pauses = list(WORKER_RETRY_SECONDS)
+        while True:
+            try:
+                result = run_job(spark, self.settings, registry, job_id, trigger, stop_requested=self.driver.stop)
+                break
+            except Exception as exc:
+                if not (pauses and python_worker_timed_out(str(exc))):
+                    self.ended(job_id, exc)
+                    return
+                pause = pauses.pop(0)
+                log.warning("group=%s: %s: Spark's Python worker did not start within Spark's 10 s (the machine is "
+                            "busy); the query starts again in %.0f s, from its checkpoint", self.group, job_id, pause)
+                if self.driver.stop.wait(pause) or read_state(self.settings, job_id).get("stopped_by_request"):
+                    self.ended(job_id, exc)
+                    return
         run_outcomes.record(self.outcomes, run_outcomes.Outcome(job_id, result.status, summary=result.summary))
         log.info("group=%s: %s %s", self.group, job_id, result.status)
 
@@ -135,12 +177,14 @@ class GroupDriver:
         run_outcomes.record(self.outcomes, run_outcomes.Outcome(job_id, status, line))
         log.info("group=%s: %s %s; the other jobs of the group go on", self.group, job_id, status)
 
-    def await_start(self, job_id: str, thread: threading.Thread) -> None:
-        """Let the job's query get going (its first plan) before the next one starts: they share the cores."""
-        deadline = time.monotonic() + START_SPACING_SECONDS
+    def await_lease(self, job_id: str, thread: threading.Thread) -> None:
+        """Let the job's thread take its lease before the next one starts, so that the group's jobs take theirs in
+        its order; their queries then plan and run their first batches together (started each after the one before
+        had planned, the last of six began minutes after the first: bench/live_fleet.py)."""
+        deadline = time.monotonic() + START_SECONDS
         while thread.is_alive() and time.monotonic() < deadline and not self.driver.stop.is_set():
-            beat = read_heartbeat(self.settings, job_id) or {}
-            if beat.get("status") not in (None, "starting") and beat.get("pid") == os.getpid():
+            if lease.is_held(self.settings, job_id) and (lease.read_lease(self.settings, job_id) or {}).get(
+                    "pid") == os.getpid():
                 return
             time.sleep(0.2)
 

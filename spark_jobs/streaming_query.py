@@ -306,9 +306,14 @@ def kafka_down(settings: Settings, job: JobSpec) -> str | None:
     return unreachable_broker(settings, job) if any(s.kind == "kafka" for s in job.sources) else None
 
 
+def python_worker_timed_out(error: str) -> bool:
+    """Whether a query failed because Spark's Python worker did not connect back in time (a busy machine's)."""
+    return PYTHON_WORKER_TIMEOUT in error
+
+
 def failure_hint(job_id: str, error: str) -> str | None:
     """What to do about a failure whose cause is known and is not the job's (one ERROR line), or None."""
-    if PYTHON_WORKER_TIMEOUT in error:
+    if python_worker_timed_out(error):
         return (f"job={job_id}: Spark's Python workers did not start in time: the machine ran more Spark work than its "
                 "cores can host. Lower the Airflow pool `lakehouse_spark` (LAKEHOUSE_SPARK_POOL_SLOTS, or Admin -> "
                 "Pools) or run fewer jobs at once, then clear the task: the job resumes from its checkpoint")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -13,6 +15,7 @@ from include import checkpoints
 from include.airflow import tasks
 from include.ops import lease, processes, supervisor
 from include.ops.heartbeats import read_heartbeat
+from include.ops.query_progress import PROGRESS_TABLE
 from include.registry import RegistryError, build_registry
 from include.settings import load_settings
 from include.storage import delta as delta_store
@@ -24,20 +27,35 @@ GROUP = "clickstream"
 MEMBERS = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"]
 
 
-def group_registry(path):
-    """The real registry, with bronze, silver and the 5-minute windows of clickstream in one group (2 s triggers,
-    restarts without backoff)."""
+def group_registry(path, members=MEMBERS):
+    """The real registry, with bronze, silver and the 5-minute windows of clickstream (or `members`) in one group
+    (2 s triggers, restarts without backoff)."""
     raw = yaml.safe_load(load_settings().registry_path.read_text())
-    for job_id in MEMBERS:
+    for job_id in members:
         raw["jobs"][job_id].update(group=GROUP, triggers={"live": "processing-time=2 seconds"},
                                    supervision={"backoff_seconds": 0})
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return build_registry(raw, path)
 
 
-def holders(settings) -> dict[str, int | None]:
+def holders(settings, members=MEMBERS) -> dict[str, int | None]:
     return {j: (lease.read_lease(settings, j) or {}).get("pid") if lease.is_held(settings, j) else None
-            for j in MEMBERS}
+            for j in members}
+
+
+@contextmanager
+def drivers_launched_here():
+    """Kill and reap, at the end, the drivers the test's supervisor calls launched."""
+    before = set(processes.LAUNCHED)
+    try:
+        yield
+    finally:
+        for pid, process in list(processes.LAUNCHED.items()):
+            if pid not in before:
+                if process.poll() is None:
+                    processes.signal_group(pid, signal.SIGKILL)
+                process.wait(timeout=60)
+                del processes.LAUNCHED[pid]
 
 
 def test_the_registry_names_groups_and_refuses_bad_ones(tmp_path):
@@ -136,7 +154,7 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the hook lives in tests/: spark-submit's driver imports it
     drops = [arrival_order(generate(own, events=400, seed=91, files=2, late_fraction=0.0).files)]
     launched_before = set(processes.LAUNCHED)
-    try:
+    with drivers_launched_here():
         pid = processes.start_job(own, registry, "bronze_clickstream")  # launches the group's driver
         wait_for(lambda: (read_heartbeat(own, "silver_clickstream") or {}).get("status") == "failed"
                  and not lease.is_held(own, "silver_clickstream"), 180, "silver's query to fail")
@@ -198,13 +216,55 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         assert restarted_driver.wait(timeout=60) == 0  # none of its jobs runs: the driver ends
         silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
         assert len(silver) == len({r["event_id"] for r in silver})
-    finally:
-        for pid_, process in list(processes.LAUNCHED.items()):
-            if pid_ not in launched_before:
-                if process.poll() is None:
-                    processes.signal_group(pid_, signal.SIGKILL)
-                process.wait(timeout=60)
-                del processes.LAUNCHED[pid_]
+
+
+SESSIONS = ["bronze_clickstream", "silver_clickstream", "gold_user_session_summaries"]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_a_query_starting_a_python_worker_waits_for_its_siblings_and_one_started_too_late_is_started_again(
+        settings, tmp_path, monkeypatch):
+    """A transformWithState query (the session summaries) starts after its siblings' first batches. Spark waits a
+    fixed 10 s for the Python worker its first batch starts; here that worker starts 12 s late, once (a Python that
+    sleeps first): the query fails, and the group's driver starts it again itself after a pause (no supervisor, no
+    new driver). It then reads every silver row once: the failed attempt lost and doubled nothing."""
+    path = tmp_path / "jobs.yaml"
+    registry = group_registry(path, SESSIONS)
+    own = replace(settings, registry_path=path)
+    late_once = tmp_path / "worker-started-late"
+    python = tmp_path / "python"
+    python.write_text(f"""#!/bin/sh
+case "$*" in *transform_with_state_driver_worker*) mkdir {late_once} 2>/dev/null && sleep 12;; esac
+exec {sys.executable} "$@"
+""")
+    python.chmod(0o755)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(python))  # the drivers' and their workers' Python
+    generate(own, events=300, seed=93, files=1, late_fraction=0.0)
+    with drivers_launched_here():
+        pid = processes.start_job(own, registry, "bronze_clickstream")  # launches the group's driver
+        wait_for(lambda: late_once.exists(), 180, "the summaries' first Python worker")
+        wait_for(lambda: holders(own, SESSIONS)["gold_user_session_summaries"] == pid
+                 and checkpoints.latest_committed_batch(own.layout.checkpoint("gold_user_session_summaries")) is not None,
+                 120, "the summaries to run again in the same driver")
+        log_text = own.layout.job_log(GROUP).read_text()
+        assert ("gold_user_session_summaries starts after the first batch of bronze_clickstream, silver_clickstream"
+                in log_text), log_text[-3000:]
+        assert "Python worker failed to connect back" in log_text
+        assert "gold_user_session_summaries: Spark's Python worker did not start within Spark's 10 s" in log_text
+        wait_for(lambda: summaries_input(own) == delta_store.count_rows(own.layout.table("silver/clickstream")) > 0,
+                 120, "the summaries to read every silver row once")
+        assert holders(own, SESSIONS) == dict.fromkeys(SESSIONS, pid)
+        driver = processes.LAUNCHED[os.getsid(pid)]
+        assert processes.stop_jobs(own, SESSIONS, "test", wait_seconds=60) == []
+        assert driver.wait(timeout=60) == 0  # the retried query ran on: no failure left
+
+
+def summaries_input(settings) -> int:
+    """The rows the session summaries' batches read (from their progress records)."""
+    rows = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()
+    return sum(r["num_input_rows"] or 0 for r in rows if r["job"] == "gold_user_session_summaries")
 
 
 def landed(settings) -> int:
