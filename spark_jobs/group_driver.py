@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from include.checkpoints import latest_committed_batch
 from include.ops import groups, job_requests, lease, run_outcomes
 from include.ops.bookkeeping import read_state
 from include.ops.heartbeats import read_heartbeat
@@ -63,6 +64,7 @@ class GroupDriver:
         self.failures: list[int] = []
         self.outcomes = groups.outcomes(settings, group)
         self.waiting_since: dict[str, float] = {}  # jobs waiting for their siblings' first batches (may_start)
+        self.committed_before: dict[str, int | None] = {}  # each job's last committed batch when it started here
 
     def run(self) -> int:
         held = acquire_group(self.settings, self.group, str(self.trigger or "live"))
@@ -110,8 +112,7 @@ class GroupDriver:
         that worker, and beside its siblings' first plans on a busy machine it took longer (bench/live_fleet.py)."""
         if self.registry.job(job_id).transform_kind != StatefulProcess.kind:
             return True
-        first = [j for j in self.running() if j != job_id
-                 and (read_heartbeat(self.settings, j) or {}).get("status") in (None, "starting", "started")]
+        first = [j for j in self.running() if j != job_id and self.before_first_batch(j)]
         if first and job_id not in self.waiting_since:
             log.info("group=%s: %s starts after the first batch of %s (its own first batch starts a Python worker)",
                      self.group, job_id, ", ".join(first))
@@ -120,6 +121,13 @@ class GroupDriver:
             return False
         del self.waiting_since[job_id]
         return True
+
+    def before_first_batch(self, job_id: str) -> bool:
+        """Whether the job's query, started here, has neither committed a batch nor reported an idle trigger yet (its
+        checkpoint first: the progress listener's heartbeat lags on a busy driver)."""
+        if latest_committed_batch(self.settings.layout.checkpoint(job_id)) != self.committed_before.get(job_id):
+            return False
+        return (read_heartbeat(self.settings, job_id) or {}).get("status") in (None, "starting", "started")
 
     def start(self, job_id: str) -> None:
         """Start the job's query in a thread of its own, unless it runs here already or cannot run now (one line
@@ -137,6 +145,7 @@ class GroupDriver:
             return
         from include.spark_session import query_session
 
+        self.committed_before[job_id] = latest_committed_batch(self.settings.layout.checkpoint(job_id))
         spark = self.driver.session(f"lakehouse-group-{self.group}")  # in this (main) thread: it installs handlers
         thread = threading.Thread(target=self.run_query, args=(job_id, query_session(spark), self.registry),
                                   name=f"query-{job_id}", daemon=True)

@@ -58,10 +58,11 @@ def job_environment(settings: Settings) -> dict[str, str]:
 
 
 def submit_kwargs(settings: Settings, name: str, application_args: list[str],
-                  resources: ResourcesSpec | None = None) -> dict:
+                  resources: ResourcesSpec | None = None, live: bool = False) -> dict:
     """Keyword arguments shared by SparkSubmitOperator and SparkSubmitHook: the connection, the environment,
-    Delta's jars (from the project's cache, so spark-submit resolves nothing) and the driver's resources (the
-    registry's `resources`; the driver memory LAKEHOUSE_SPARK_DRIVER_MEMORY unless they say)."""
+    Delta's jars (from the project's cache, so spark-submit resolves nothing), the driver's JVM options (`live`: a
+    live driver's) and resources (the registry's `resources`; the driver memory LAKEHOUSE_SPARK_DRIVER_MEMORY unless
+    they say)."""
     resources = resources or ResourcesSpec()
     return {
         "conn_id": SPARK_CONN_ID,
@@ -69,7 +70,7 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str],
         "name": name,
         "env_vars": job_environment(settings),
         "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
-        "conf": {"spark.driver.extraJavaOptions": settings.driver_java_options},  # logging, LAKEHOUSE_SPARK_JAVA_OPTIONS
+        "conf": {"spark.driver.extraJavaOptions": settings.driver_java_options(live)},
         "driver_memory": resources.driver_memory or settings.spark_driver_memory,
         "executor_memory": resources.executor_memory,
         "executor_cores": resources.executor_cores,
@@ -80,12 +81,13 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str],
 def job_submit_kwargs(settings: Settings, job_id: str, trigger: Trigger | str,
                       resources: ResourcesSpec | None = None) -> dict:
     """spark-submit of one run of a registry job (application: SUBMIT_ENTRY)."""
-    return submit_kwargs(settings, f"lakehouse-{job_id}", [job_id, "--trigger", str(trigger)], resources)
+    return submit_kwargs(settings, f"lakehouse-{job_id}", [job_id, "--trigger", str(trigger)], resources,
+                         live=not Trigger.parse(str(trigger)).available_now)
 
 
 def group_submit_kwargs(settings: Settings, group: str, resources: ResourcesSpec | None = None) -> dict:
     """spark-submit of a group's live jobs in one driver, each with its live trigger (application: SUBMIT_ENTRY)."""
-    return submit_kwargs(settings, f"lakehouse-group-{group}", ["--group", group], resources)
+    return submit_kwargs(settings, f"lakehouse-group-{group}", ["--group", group], resources, live=True)
 
 
 def spark_submit_command(settings: Settings, job_id: str, trigger: Trigger | str) -> list[str]:
