@@ -39,7 +39,7 @@ SPARK_LOG_JAVA_OPTION = f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}
 # A live driver compiles with C1 only: its batches are small and repeat Spark's planning, Delta's commits and state
 # commits, code C2 makes little faster, and C2 compiling it took 40-50 % of each driver's CPU in its first minutes
 # when the shipped fleet (4 drivers, 16 queries) started on 2 cores, which starved their first batches
-# (bench/live_fleet.py: every job running after 115 s, against 150-350 s with C2; batches no slower afterwards).
+# (bench/live_fleet.py: every job running after 115 and 160 s, against 150-350 s with C2; batches no slower).
 LIVE_DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 
 
