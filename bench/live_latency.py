@@ -2,6 +2,7 @@
 to the finalized window in gold.
 
     .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--gold-trigger T] [--separate]
+                                           [--live-jit tiered|c1]
 
 A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
 latency`, each job with its live trigger: `--trigger`, the gold job's `--gold-trigger` (default the same), admitting
@@ -46,12 +47,13 @@ from include.settings import load_settings  # noqa: E402
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
 
-def bench_registry(base: Path, path: Path, triggers: dict[str, int]) -> None:
+def bench_registry(base: Path, path: Path, triggers: dict[str, int], live_jit: str) -> None:
     raw = yaml.safe_load(base.read_text())
     raw["jobs"] = {job: {**raw["jobs"][job], "group": "latency",
                          "triggers": {**raw["jobs"][job].get("triggers", {}),
                                       "live": f"processing-time={triggers[job]} seconds"}} for job in JOBS}
     raw.pop("groups", None)
+    raw["defaults"]["resources"] = {**raw["defaults"].get("resources", {}), "live_jit": live_jit}
     raw["sources"] = {"clickstream": {**{k: v for k, v in raw["sources"]["clickstream"].items() if k != "path"},
                                       "kafka": {"topic": "clickstream", "starting_offsets": "earliest"}}}
     raw["jobs"]["bronze_clickstream"]["source"] = {"kafka": "clickstream", "max_offsets_per_trigger": 200000}
@@ -127,13 +129,16 @@ def main() -> None:
     parser.add_argument("--gold-trigger", type=int, default=None,
                         help="the gold job's trigger interval, seconds (default: --trigger)")
     parser.add_argument("--separate", action="store_true", help="a driver per job instead of one for the three")
+    parser.add_argument("--live-jit", choices=("tiered", "c1"), default="tiered",
+                        help="the group's `resources.live_jit` (default tiered: C2 pays for itself at thousands of "
+                             "events a second)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
     env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
            "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap, "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
     triggers = {job: args.trigger for job in JOBS} | {JOBS[-1]: args.gold_trigger or args.trigger}
-    bench_registry(load_settings().registry_path, work / "jobs.yaml", triggers)
+    bench_registry(load_settings().registry_path, work / "jobs.yaml", triggers, args.live_jit)
     os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP")})
     settings = load_settings()
     broker.up(settings, bootstrap)
@@ -179,7 +184,7 @@ def main() -> None:
     gold_latency = [(utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds() for r in gold_rows]
     print(json.dumps({
         "drivers": "a driver per job" if args.separate else "one driver (group)",
-        "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger,
+        "rate_target": args.rate, "seconds": args.seconds, "trigger_seconds": args.trigger, "live_jit": args.live_jit,
         "gold_trigger_seconds": triggers[JOBS[-1]], "produced": produced[0],
         "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),
         "silver_rate_sustained": round(len(silver_rows) / caught_up, 1),

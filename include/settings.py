@@ -36,11 +36,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 SPARK_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 SPARK_LOG_CONFIG = PACKAGE_DIR / "spark_log4j2.properties"  # Spark's JVM logging, from its first line
 SPARK_LOG_JAVA_OPTION = f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}"  # the driver's JVM option
-# A live driver compiles with C1 only: its batches are small and repeat Spark's planning, Delta's commits and state
-# commits, code C2 makes little faster, and C2 compiling it took 40-50 % of each driver's CPU in its first minutes
-# when the shipped fleet (4 drivers, 16 queries) started on 2 cores, which starved their first batches
-# (bench/live_fleet.py: every job running after 115 and 160 s, against 150-350 s with C2; batches no slower).
-LIVE_DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def _env(name: str, default: str) -> str:
@@ -73,13 +68,14 @@ class Settings:
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
 
-    def driver_java_options(self, live: bool = False) -> str:
+    def driver_java_options(self, jit: str = "tiered") -> str:
         """The Spark driver's JVM options: the project's logging, the class-data archive when `make` built one
-        (include/jvm_archive.py), for a live driver its compiler (LIVE_DRIVER_JIT), then
+        (include/jvm_archive.py), its JIT compilers (`jit`: a key of JIT_OPTIONS, ResourcesSpec.jit), then
         LAKEHOUSE_SPARK_JAVA_OPTIONS (last: it can override them)."""
         from include.jvm_archive import java_options
+        from include.registry.specs import JIT_OPTIONS
 
-        return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(self.jars_dir), LIVE_DRIVER_JIT if live else "",
+        return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(self.jars_dir), JIT_OPTIONS[jit],
                                       self.spark_java_options)))
 
     @property

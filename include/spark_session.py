@@ -74,9 +74,9 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_spark(settings: Settings, app_name: str = "lakehouse", live: bool = False):
-    """The SparkSession for this process, created once, with Delta Lake (jars from the project's cache); `live`:
-    for live queries (the driver's JVM options, when this process starts the JVM)."""
+def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiered"):
+    """The SparkSession for this process, created once, with Delta Lake (jars from the project's cache); `jit`: the
+    JIT compilers of the driver's JVM when this process starts it (ResourcesSpec.jit)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs) must run this interpreter, which has the project's packages.
@@ -90,7 +90,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", live: bool = Fals
             builder.master(settings.spark_master)
             .config("spark.driver.memory", settings.spark_driver_memory)
             .config("spark.jars", ",".join(str(j) for j in jars))
-            .config("spark.driver.extraJavaOptions", settings.driver_java_options(live))
+            .config("spark.driver.extraJavaOptions", settings.driver_java_options(jit))
         )
     builder = (
         builder.config("spark.sql.session.timeZone", "UTC")

@@ -90,13 +90,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             if args.shuffle_partitions is not None:
                 raise ValueError("--shuffle-partitions applies to one job: run the jobs one at a time")
             return run_group(settings, registry, args.group, None if args.trigger is None else trigger,
-                             SharedDriver(settings, live=True))
+                             SharedDriver(settings, registry.resources(args.group).jit(live=True)))
         args.jobs = members
     jobs = [registry.job(j) for j in dict.fromkeys(args.jobs)]
     if len(jobs) > 1:
         jobs = [registry.job(j) for j in registry.order if j in {job.id for job in jobs}]
         refuse_a_shared_driver(jobs, args)
-    driver = SharedDriver(settings, live=args.trigger is not None and not args.trigger.available_now)
+    live = args.trigger is not None and not args.trigger.available_now
+    driver = SharedDriver(settings, registry.resources(jobs[0].id).jit(live))
     if args.outcomes:
         run_outcomes.clear(args.outcomes)
     outcomes: dict[str, run_outcomes.Outcome] = {}
@@ -142,8 +143,8 @@ def refuse_a_shared_driver(jobs: list, args: argparse.Namespace) -> None:
 class SharedDriver:
     """The run's SparkSession, started when the first job gets past its checks (a refusal costs no JVM)."""
 
-    def __init__(self, settings: Settings, live: bool = False):
-        self.settings, self.live = settings, live
+    def __init__(self, settings: Settings, jit: str = "tiered"):
+        self.settings, self.jit = settings, jit  # jit: the JVM's compilers, when this process starts it
         self.spark = None
         self.stop = threading.Event()  # replaced by the SIGTERM / SIGINT handler once the driver runs
 
@@ -151,7 +152,7 @@ class SharedDriver:
         if self.spark is None:
             from include.spark_session import get_spark
 
-            self.spark = get_spark(self.settings, app_name=app_name, live=self.live)
+            self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit)
             shield_jvm_from_stop_signals(self.spark)
             self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
         return self.spark

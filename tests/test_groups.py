@@ -17,7 +17,8 @@ from include.ops import lease, processes, supervisor
 from include.ops.heartbeats import read_heartbeat
 from include.ops.query_progress import PROGRESS_TABLE
 from include.registry import RegistryError, build_registry
-from include.settings import LIVE_DRIVER_JIT, load_settings
+from include.registry.specs import JIT_OPTIONS
+from include.settings import load_settings
 from include.storage import delta as delta_store
 from tests.support.helpers import REPO, arrival_order, generate, gold_rows, run_cli, wait_for
 from tests.support.kill_hooks import fail_env
@@ -99,19 +100,21 @@ def test_resources_reach_the_drivers_command_line_and_bad_ones_are_named(tmp_pat
     assert "--driver-memory 1g" in alone and "--total-executor-cores 1" in alone, alone
     default = " ".join(submit_command(job_submit_kwargs(settings, "bronze_clickstream", "available-now")))
     assert f"--driver-memory {settings.spark_driver_memory}" in default  # LAKEHOUSE_SPARK_DRIVER_MEMORY
-    # live drivers compile with C1 only, a backfill's with C2 too (the suite's LAKEHOUSE_SPARK_JAVA_OPTIONS aside)
-    plain = replace(settings, spark_java_options="")
-    assert LIVE_DRIVER_JIT in " ".join(submit_command(group_submit_kwargs(plain, "clickstream_gold")))
-    assert LIVE_DRIVER_JIT in " ".join(submit_command(job_submit_kwargs(plain, "bronze_clickstream",
-                                                                        "processing-time=10 seconds")))
-    assert LIVE_DRIVER_JIT not in " ".join(submit_command(job_submit_kwargs(plain, "bronze_clickstream",
-                                                                            "available-now")))
+    # live drivers compile with C1 only unless their resources say `live_jit: tiered`; a backfill's with C2 too (the
+    # suite's own LAKEHOUSE_SPARK_JAVA_OPTIONS aside)
+    c1, plain = JIT_OPTIONS["c1"], replace(settings, spark_java_options="")
+    assert c1 in " ".join(submit_command(group_submit_kwargs(plain, "clickstream_gold",
+                                                             registry.resources("clickstream_gold"))))
+    assert c1 in " ".join(submit_command(job_submit_kwargs(plain, "bronze_clickstream", "processing-time=10 seconds")))
+    assert c1 not in " ".join(submit_command(job_submit_kwargs(plain, "bronze_clickstream", "available-now")))
+    tiered = build_registry({**raw, "groups": {**raw["groups"], "payments": {"resources": {"live_jit": "tiered"}}}})
+    assert c1 not in " ".join(submit_command(group_submit_kwargs(plain, "payments", tiered.resources("payments"))))
     overridden = " ".join(submit_command(group_submit_kwargs(  # LAKEHOUSE_SPARK_JAVA_OPTIONS comes last
         replace(settings, spark_java_options="-XX:TieredStopAtLevel=4"), "clickstream_gold")))
-    assert overridden.index(LIVE_DRIVER_JIT) < overridden.index("-XX:TieredStopAtLevel=4"), overridden
+    assert overridden.index(c1) < overridden.index("-XX:TieredStopAtLevel=4"), overridden
 
     raw["jobs"]["silver_clickstream"]["resources"] = {"driver_memory": "1g"}  # it runs in its group's driver
-    raw["groups"]["payments"] = {"resources": {"driver_memory": "lots", "cores_max": 0, "gpus": 1}}
+    raw["groups"]["payments"] = {"resources": {"driver_memory": "lots", "cores_max": 0, "gpus": 1, "live_jit": "c2"}}
     raw["groups"]["nobody"] = {"resources": {"driver_memory": "1g"}}  # no job joins it: kept, runs nothing
     with pytest.raises(RegistryError) as refused:
         build_registry(raw)
@@ -119,7 +122,8 @@ def test_resources_reach_the_drivers_command_line_and_bad_ones_are_named(tmp_pat
     for problem in ("job 'silver_clickstream': resources: its group 'clickstream_ingest' runs in one driver: set them "
                     "under groups.clickstream_ingest.resources",
                     "group 'payments': resources.driver_memory: a JVM memory size such as 512m or 2g, got 'lots'",
-                    "group 'payments': resources.cores_max", "group 'payments': resources: unknown fields ['gpus']"):
+                    "group 'payments': resources.cores_max", "group 'payments': resources: unknown fields ['gpus']",
+                    "group 'payments': resources.live_jit: c1 or tiered (the live driver's JIT compilers), got 'c2'"):
         assert problem in text, (problem, text)
     assert "nobody" not in text
 

@@ -14,6 +14,7 @@ from include.registry.context import LoadContext
 from include.registry.durations import Trigger, parse_duration
 from include.registry.processors import PROCESSORS
 from include.registry.specs import (
+    JIT_OPTIONS,
     MAX_SHUFFLE_PARTITIONS,
     HealthThresholds,
     QualitySpec,
@@ -153,10 +154,12 @@ MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]$")  # Spark's JVM memory settings: 512m
 def parse_resources(ctx: LoadContext, where: str, own: Any) -> ResourcesSpec:
     """What a driver (a job alone, or a group: `where` says which) asks of Spark, refining `defaults.resources`."""
     if own is not None and not isinstance(own, dict):
-        ctx.problem(where, "resources: must be a mapping of driver_memory, executor_memory, executor_cores, cores_max")
+        ctx.problem(where, "resources: must be a mapping of driver_memory, executor_memory, executor_cores, cores_max, "
+                           "live_jit")
         own = None
     raw = _with_defaults(ctx, "resources", own)
-    ctx.unknown_fields(f"{where}: resources", raw, ("driver_memory", "executor_memory", "executor_cores", "cores_max"))
+    ctx.unknown_fields(f"{where}: resources", raw, ("driver_memory", "executor_memory", "executor_cores", "cores_max",
+                                                    "live_jit"))
     values: dict[str, Any] = {}
     for name in ("driver_memory", "executor_memory"):
         value = raw.get(name)
@@ -167,4 +170,10 @@ def parse_resources(ctx: LoadContext, where: str, own: Any) -> ResourcesSpec:
     for name in ("executor_cores", "cores_max"):
         if raw.get(name) is not None:
             values[name] = ctx.positive_int(f"{where}: resources.{name}", raw[name])
+    jit = raw.get("live_jit")
+    if jit is not None and jit not in JIT_OPTIONS:
+        ctx.problem(where, f"resources.live_jit: {' or '.join(JIT_OPTIONS)} (the live driver's JIT compilers), "
+                           f"got {jit!r}")
+    elif jit is not None:
+        values["live_jit"] = jit
     return ResourcesSpec(**values)

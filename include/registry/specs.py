@@ -215,6 +215,16 @@ class SupervisionSpec:
     health: HealthThresholds = HealthThresholds()
 
 
+# A driver's JIT compilers (`resources.live_jit`). A live driver compiles with C1 only unless its resources say
+# `tiered`: the shipped fleet's batches are small and repeat Spark's planning, Delta's commits and state commits, code
+# C2 makes little faster, and C2 compiling it took 40-50 % of each driver's CPU in its first minutes when 4 drivers and
+# 16 queries started on 2 cores, which starved their first batches (bench/live_fleet.py: every job running after 115
+# and 160 s, 150-350 s with C2; batches no slower). A driver whose batches are large (thousands of rows a second) runs
+# them faster with C2 (bench/live_latency.py at 2,000 events/s: silver p95 13 s tiered, 24 s with C1).
+JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
+LIVE_JIT_DEFAULT = "c1"
+
+
 @dataclass(frozen=True)
 class ResourcesSpec:
     """What a driver (a job alone, or a group) asks of Spark; None: Spark's default (or the launcher's)."""
@@ -223,6 +233,11 @@ class ResourcesSpec:
     executor_memory: str | None = None  # on a cluster: each executor's heap
     executor_cores: int | None = None  # on a cluster: cores per executor
     cores_max: int | None = None  # on a standalone cluster: cores of the whole application (spark.cores.max)
+    live_jit: str | None = None  # a live driver's JIT compilers, a key of JIT_OPTIONS (None: LIVE_JIT_DEFAULT)
+
+    def jit(self, live: bool) -> str:
+        """The driver's JIT compilers (a key of JIT_OPTIONS); a backfill's are the JVM's own (tiered C1 + C2)."""
+        return (self.live_jit or LIVE_JIT_DEFAULT) if live else "tiered"
 
 
 @dataclass(frozen=True)
