@@ -7,8 +7,7 @@ go on, and the supervisor (`lakehouse_live`) decides about it as about a job run
 start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. One failure is the
 machine's, not the job's, and this driver restarts that query itself, with backoff: Spark's Python worker not
 starting within Spark's fixed 10 s (a transformWithState query's first batch starts one) while the group's queries
-start together on a busy machine. A job stopped by request
-stays stopped. The driver ends when none of its jobs runs any more, or on SIGTERM / SIGINT (every query stops at its
+start together on a busy machine. A job stopped by request stays stopped. The driver ends when none of its jobs runs any more, or on SIGTERM / SIGINT (every query stops at its
 batch boundary).
 """
 
@@ -69,10 +68,7 @@ class GroupDriver:
     def run(self) -> int:
         held = acquire_group(self.settings, self.group, str(self.trigger or "live"))
         log.info("group=%s: driver of %s", self.group, ", ".join(self.members))
-        wanted = [j for j in self.members if not read_state(self.settings, j).get("stopped_by_request")]
-        for job_id in self.members:
-            if job_id not in wanted:
-                log.info("group=%s: %s stays stopped (stopped by request)", self.group, job_id)
+        wanted = list(self.members)
         try:
             while True:
                 held.renew()
@@ -86,7 +82,7 @@ class GroupDriver:
                 while wanted and not self.driver.stop.is_set():
                     job_id = wanted.pop(0)
                     if read_state(self.settings, job_id).get("stopped_by_request"):
-                        log.info("group=%s: %s stopped by request before it started", self.group, job_id)
+                        log.info("group=%s: %s stays stopped (stopped by request)", self.group, job_id)
                     elif self.may_start(job_id):
                         self.start(job_id)
                     else:
