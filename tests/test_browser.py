@@ -117,6 +117,18 @@ def visible_text(driver) -> str:
         return ""
 
 
+def cookie(driver, name: str) -> dict | None:
+    """The browser's cookie `name`, or None (also while the page navigates: the login redirects)."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        return driver.get_cookie(name)
+    except WebDriverException as exc:  # "aborted by navigation: Inspected target navigated or closed"
+        if "navigat" not in str(exc):
+            raise
+        return None
+
+
 def validation_runs(driver) -> list[tuple[str, str]]:
     """Every row of the Data Docs' validation table as (text, status icon), paging as a person would (the
     table shows 10 rows a page, "Showing 1 to 10 of 12 rows"). A page's rows are read at once: it redraws."""
@@ -196,7 +208,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     driver.find_element("name", "password").send_keys(PASSWORD)
     shot(driver, "01_login")
     driver.find_element("css selector", "button[type=submit]").click()
-    wait_for(lambda: driver.get_cookie("_token"), timeout=60, what="the login to set Airflow's token cookie")
+    wait_for(lambda: cookie(driver, "_token"), timeout=60, what="the login to set Airflow's token cookie")
 
     driver.get(f"{base}/dags")
     wait_text(driver, "lakehouse_backfill", name="02_dag_list")
