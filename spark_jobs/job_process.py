@@ -34,10 +34,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help="one job, or several to run one after another in one driver (dependency order, "
                              "available-now triggers only)")
     parser.add_argument("--group", default=None,
-                        help="run a group of the registry's live jobs in one driver: with a processing-time trigger "
+                        help="run a group of the registry's live jobs in one driver: with a live trigger "
                              "a streaming query per job, side by side; available-now, one after another")
     parser.add_argument("--trigger", type=arguments.trigger, default=None,
-                        help="'available-now' or 'processing-time=10 seconds' (default: the job's backfill trigger)")
+                        help="'available-now', 'processing-time=10 seconds' or 'on-upstream-commit' (default: the job's "
+                             "backfill trigger)")
     parser.add_argument("--shuffle-partitions", type=arguments.partition_count, default=None)
     parser.add_argument("--outcomes", type=Path, default=None,
                         help="write how each job ended to this directory, one JSON file per job "

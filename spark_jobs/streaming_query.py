@@ -162,14 +162,23 @@ def replay_batch_owing_a_watermark(settings: Settings, job: JobSpec, trigger: Tr
         (checkpoint / "commits" / name).unlink(missing_ok=True)
 
 
+def runs_no_data_batches(job: JobSpec, trigger: Trigger | None) -> bool:
+    """Whether the run lets Spark plan batches without new input (for what a watermark or a timer has made due).
+
+    Spark runs one after every batch of a processing-time stateful processor (its timers may be due): under
+    available-now that never ends, so such a run takes batches with new input only. On its upstream's commits, a
+    job that emits nothing on the watermark would run one a second after each batch only to drop expired state,
+    which its next batch drops as well."""
+    if trigger is not None and trigger.available_now and processing_time_processor(job):
+        return False
+    return not (trigger is not None and trigger.on_upstream_commit and not emits_on_watermark(job))
+
+
 def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int, trigger: Trigger | None = None) -> None:
     """Session confs a new query picks up (Spark pins most of them in the checkpoint)."""
     state = job.state_store
     conf = spark.conf
-    # Spark runs a no-data batch after every batch of a processing-time stateful processor (its timers may be
-    # due): under available-now that never ends, so such a run takes batches with new input only.
-    conf.set("spark.sql.streaming.noDataMicroBatches.enabled",
-             str(not (trigger and trigger.available_now and processing_time_processor(job))).lower())
+    conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(runs_no_data_batches(job, trigger)).lower())
     conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     conf.set(
         "spark.sql.streaming.stateStore.providerClass",
@@ -199,6 +208,8 @@ def run_job(
     A checkpoint action runs the job under its own lease (`held`) and journal (`action_id`); otherwise the run
     takes the job's lease, and refuses while an unfinished action names the job."""
     job = registry.job(job_id)
+    if trigger.on_upstream_commit and (problem := registry.upstream_commit_problem(job.id)):
+        raise ValueError(f"job {job.id!r}: {problem}")
     stop_requested = stop_requested or threading.Event()
     lease_taken = held is None
     held = held or lease.acquire(settings, job.id, trigger=str(trigger))
@@ -245,7 +256,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         .foreachBatch(make_batch_writer(settings, job, written))
     )
     writer = writer.trigger(availableNow=True) if trigger.available_now else writer.trigger(
-        processingTime=f"{trigger.interval_seconds} seconds"
+        processingTime=trigger.spark_interval
     )
     log.info("job=%s starting (%s, %d shuffle partitions, checkpoint %s)", job.id, trigger, partitions, checkpoint)
     started = time.monotonic()

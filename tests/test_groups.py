@@ -28,13 +28,13 @@ GROUP = "clickstream"
 MEMBERS = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"]
 
 
-def group_registry(path, members=MEMBERS):
+def group_registry(path, members=MEMBERS, following=()):
     """The real registry, with bronze, silver and the 5-minute windows of clickstream (or `members`) in one group
-    (2 s triggers, restarts without backoff)."""
+    (2 s triggers, or on their upstream's commits for the jobs in `following`; restarts without backoff)."""
     raw = yaml.safe_load(load_settings().registry_path.read_text())
     for job_id in members:
-        raw["jobs"][job_id].update(group=GROUP, triggers={"live": "processing-time=2 seconds"},
-                                   supervision={"backoff_seconds": 0})
+        live = "on-upstream-commit" if job_id in following else "processing-time=2 seconds"
+        raw["jobs"][job_id].update(group=GROUP, triggers={"live": live}, supervision={"backoff_seconds": 0})
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return build_registry(raw, path)
 
@@ -159,9 +159,11 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
     in the same driver), and the supervisor's restart starts it again in that driver (no new JVM). Then the driver is
     killed -9: the supervisor starts the group again as a whole. Gold equals the oracle. A checkpoint action on one
     job (stopped, repartitioned, started again in the same driver); a stop of one job stops that query only;
-    `lakehouse stop --all` stops the rest and the driver ends."""
+    `lakehouse stop --all` stops the rest and the driver ends. Silver and gold run on their upstream's commits:
+    silver never runs a batch without input (nothing it emits waits for a watermark), gold's closed windows come in
+    batches without input."""
     path = tmp_path / "jobs.yaml"
-    registry = group_registry(path)
+    registry = group_registry(path, following=MEMBERS[1:])
     own = replace(settings, registry_path=path, batch_hooks="tests.support.kill_hooks:fail_once_at")
     for name, value in fail_env("silver_clickstream", "before_commit", 0, tmp_path / "failed-once").items():
         monkeypatch.setenv(name, value)
@@ -230,6 +232,11 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         assert restarted_driver.wait(timeout=60) == 0  # none of its jobs runs: the driver ends
         silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
         assert len(silver) == len({r["event_id"] for r in silver})
+        progress = delta_store.read_table(own.layout.ops_table(PROGRESS_TABLE)).to_pylist()
+        batches = {job: [r for r in progress if r["job"] == job] for job in MEMBERS[1:]}
+        assert {r["trigger"] for job in MEMBERS[1:] for r in batches[job]} == {"on-upstream-commit"}
+        assert batches["silver_clickstream"] and all(r["num_input_rows"] for r in batches["silver_clickstream"])
+        assert any(not r["num_input_rows"] for r in batches["gold_user_activity_5m"])
 
 
 SESSIONS = ["bronze_clickstream", "silver_clickstream", "gold_user_session_summaries"]

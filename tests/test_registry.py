@@ -229,6 +229,32 @@ def test_durations_and_triggers():
     assert Trigger.parse("processing-time=10 seconds").interval_seconds == 10
     with pytest.raises(ValueError, match="bad trigger"):
         Trigger.parse("once")
+    following = Trigger.parse("on-upstream-commit")
+    assert not following.available_now and following.on_upstream_commit and str(following) == "on-upstream-commit"
+    assert following.spark_interval == "1 seconds"  # Spark looks for a new upstream commit every second
+    assert Trigger.parse("processing-time=10 seconds").spark_interval == "10 seconds"
+    assert [Trigger.names_live(t) for t in ("on-upstream-commit", "processing-time=1 minute", "available-now", None)] \
+        == [True, True, False, False]
+
+
+def test_a_job_on_its_upstreams_commits_reads_tables_only_and_batches_as_often_as_they_commit(registry, raw):
+    """`on-upstream-commit`: silver follows bronze's commits (30 s apart), so its batches come 30 s apart at most, and
+    a gold job following silver's as well; a job reading landing files or Kafka has no upstream commit to wait for,
+    and a processor's processing-time timers need batches on a clock."""
+    assert str(registry.job("silver_clickstream").triggers["live"]) == "on-upstream-commit"
+    assert registry.live_interval_seconds("silver_clickstream") == 30
+    assert registry.live_interval_seconds("gold_user_activity_5m") == 60  # its own clock
+    raw["jobs"]["gold_user_activity_5m"]["triggers"] = {"live": "on-upstream-commit"}
+    assert build_registry(raw).live_interval_seconds("gold_user_activity_5m") == 30  # silver's, that is bronze's
+    raw["jobs"]["bronze_payments"]["triggers"] = {"live": "on-upstream-commit"}
+    raw["jobs"]["gold_stale_services"]["triggers"] = {"backfill": "on-upstream-commit"}
+    found = problems_of(raw)
+    assert ("job 'bronze_payments': triggers.live: on-upstream-commit waits for commits to the tables the job reads, "
+            "and it reads kafka source 'payments': give it a processing-time trigger") in found
+    assert ("job 'gold_stale_services': triggers.backfill: its processor's processing-time timers fire only when "
+            "batches run, and on-upstream-commit runs batches only when the input has new rows: give it a "
+            "processing-time trigger") in found
+    assert len(found) == 2, found
 
 
 def test_join_mistakes_name_job_and_field(raw):
@@ -453,7 +479,7 @@ def test_live_jobs_of_the_shipped_registry_admit_more_than_their_upstream_commit
         sources = [job.source] + ([job.transform.right] if getattr(job.transform, "right", None) else [])
         for source in (s for s in sources if s.kind == "delta"):
             writer = registry.writer_of(source.name)
-            commits_per_trigger = -(-job.triggers["live"].interval_seconds // writer.triggers["live"].interval_seconds)
+            commits_per_trigger = -(-registry.live_interval_seconds(job.id) // registry.live_interval_seconds(writer.id))
             admitted = source.admission(available_now=False).max_files
             assert admitted is None or admitted >= 2 * commits_per_trigger * writer.sink.files_per_batch, (
                 job.id, source.name, admitted, commits_per_trigger)

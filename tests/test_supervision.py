@@ -288,7 +288,7 @@ def progress_rows(job_id: str, count: int, **overrides) -> list[dict]:
 
 @pytest.mark.parametrize(("job_id", "overrides", "expected"), [
     ("silver_clickstream", {}, []),
-    ("silver_clickstream", {"batch_duration_ms": 45_000}, ["slow_batches"]),  # its live trigger: 30 s
+    ("silver_clickstream", {"batch_duration_ms": 45_000}, ["slow_batches"]),  # on bronze's commits: 30 s apart
     ("silver_clickstream", {"input_rows_per_second": 500.0}, ["falling_behind"]),
     ("silver_clickstream", {"state_rows_total": lambda i: 100 + i, "state_rows_removed": 0}, ["state_growing"]),
     ("gold_user_activity_5m", {"watermark": datetime(2026, 1, 1, tzinfo=UTC)}, ["watermark_stuck"]),

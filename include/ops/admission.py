@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from include.ops import groups, lease
-from include.registry import Registry
+from include.registry import Registry, Trigger
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class CapacityFull(RuntimeError):
 
 def live_drivers(settings: Settings, registry: Registry) -> dict[str, int | None]:
     """The live units whose driver runs now (a group's lease held, or a job alone holding its lease with a
-    processing-time trigger), with the driver's pid."""
+    live trigger), with the driver's pid."""
     running: dict[str, int | None] = {}
     for unit in registry.live_units():
         if unit not in registry.jobs:
@@ -35,7 +35,7 @@ def live_drivers(settings: Settings, registry: Registry) -> dict[str, int | None
                 running[unit] = groups.driver_pid(settings, unit)
         elif lease.is_held(settings, unit):
             owner = lease.read_lease(settings, unit) or {}
-            if str(owner.get("trigger", "")).startswith("processing-time"):
+            if Trigger.names_live(str(owner.get("trigger", ""))):
                 running[unit] = owner.get("pid")
     return running
 

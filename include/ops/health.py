@@ -64,11 +64,12 @@ STATE_HEALTH = ("state_growing", "watermark_stuck", "dropped_by_watermark", "sta
 
 
 def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
-             partition_keys: dict[int, list[int]] | None = None) -> list[str]:
+             partition_keys: dict[int, list[int]] | None = None, interval_seconds: int | None = None) -> list[str]:
     """Problems in a job's recent progress rows (oldest first, at most one window), its executor memory
-    (`memory_bytes`) and the keys per state partition of each operator (`partition_keys`).
+    (`memory_bytes`) and the keys per state partition of each operator (`partition_keys`); `interval_seconds`: how
+    far apart its live batches come (Registry.live_interval_seconds; default its own processing-time interval).
 
-    slow_batches: median batch duration above the live trigger interval (at least 3 batches, each run's first
+    slow_batches: median batch duration above that interval (at least 3 batches, each run's first
     batch in the window left out: it carries its driver's warm-up and backlog);
     falling_behind: mean input rate above mean processing rate over batches with input;
     state_growing: state rows strictly increasing with none removed (full window);
@@ -87,7 +88,7 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
             break
     if not batches:
         return problems
-    interval_ms = job.triggers["live"].interval_seconds * 1000
+    interval_ms = (job.triggers["live"].interval_seconds if interval_seconds is None else interval_seconds) * 1000
     # A run's first batch waits for its JVM's class loading and JIT and reads its backlog: not a measure of the job's
     # pace. After restarts the window may hold little else (each a new run), so each run's first batch is left out.
     first_of_run: dict[str | None, int] = {}
@@ -129,7 +130,7 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     """Is the job running (its lease held by a live process), and what is wrong with it.
 
     Problems: "stalled" (running, heartbeat older than supervision.stall_after_seconds, 0 meaning
-    6 live trigger intervals and at least 30 s: an idle query reports itself every 10 s), and from the query's last `health_window_batches` batches:
+    6 live batch intervals (Registry.live_interval_seconds) and at least 30 s: an idle query reports itself every 10 s), and from the query's last `health_window_batches` batches:
     "slow_batches", "falling_behind", "state_growing", "watermark_stuck" (see :func:`diagnose`;
     reported even when the job is not running). `now` (epoch seconds): look as of another time.
     """
@@ -154,7 +155,7 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
         own_beat = beat is not None and (pid is None or beat.get("pid") == pid)
         since = updated if own_beat else _epoch((owner or {}).get("acquired_at"))
         # An idle query refreshes its heartbeat only every IDLE_REPORT_SECONDS (Spark's idle event interval).
-        stall_after = job.supervision.stall_after_seconds or max(6 * job.triggers["live"].interval_seconds,
+        stall_after = job.supervision.stall_after_seconds or max(6 * registry.live_interval_seconds(job_id),
                                                                  3 * IDLE_REPORT_SECONDS)
         if since is not None and now - since > stall_after:
             health.problems.append("stalled")
@@ -165,7 +166,7 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
         partitions = {op: [p.keys for p in files] for op, files in operators.items()}
     # the memory its state lives in, as its driver measured it (else what a driver is given by default)
     memory = (beat or {}).get("memory_bytes") or memory_bytes(settings.spark_driver_memory)
-    health.problems += diagnose(job, batches, memory, partitions)
+    health.problems += diagnose(job, batches, memory, partitions, registry.live_interval_seconds(job_id))
     return health
 
 

@@ -2,7 +2,7 @@
 drawn with matplotlib from `_ops/query_progress`, and the job's health problems (include/ops/health.py) flagged.
 
 Per job, over its micro-batches (by progress time), only what means something for it: state rows total / updated /
-removed (jobs that keep state); batch duration against the live trigger interval; input against processing rate
+removed (jobs that keep state); batch duration against the live batch interval; input against processing rate
 (live runs: available-now runs measure none); watermark delay (batch time - watermark: how far event time trails
 the clock; large for backfills of old data) and rows dropped by the watermark (jobs with a watermark, from the first
 batch that has one). `health.json` beside the page holds the series drawn.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from include.ops.health import STATE_HEALTH, check_job
 from include.ops.query_progress import PROGRESS_TABLE
-from include.registry import JobSpec, Registry
+from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -48,7 +48,7 @@ def progress_by_job(settings: Settings) -> dict[str, list[dict]]:
 def panels(job: JobSpec, rows: list[dict]) -> dict[str, dict[str, list[float | None]]]:
     """The charts that mean something for `job` and its batches: {panel title: {series label: values}}.
     State rows only for a job that keeps state; watermark delay and rows dropped only for one with a watermark,
-    from the first batch that has one; rates only for the batches of live (processing-time) runs: an
+    from the first batch that has one; rates only for the batches of live runs: an
     available-now run has no arrival rate."""
     charts: dict[str, dict[str, list[float | None]]] = {}
     if job.stateful:
@@ -56,7 +56,7 @@ def panels(job: JobSpec, rows: list[dict]) -> dict[str, dict[str, list[float | N
                                 "updated": [r["state_rows_updated"] or 0 for r in rows],
                                 "removed": [r["state_rows_removed"] or 0 for r in rows]}
     charts["batch duration (s)"] = {"batch duration": [(r["batch_duration_ms"] or 0) / 1000 for r in rows]}
-    live = [(r.get("trigger") or "").startswith("processing-time") for r in rows]
+    live = [Trigger.names_live(r.get("trigger")) for r in rows]
     if any(live):
         charts["rows / s"] = {"input": [r["input_rows_per_second"] or 0 if on else None for r, on in zip(rows, live, strict=True)],
                               "processing": [r["processed_rows_per_second"] or 0 if on else None
@@ -83,7 +83,7 @@ def draw(rows: list[dict], charts: dict[str, dict[str, list]], interval_seconds:
         for label, values in series.items():
             axis.plot(times, values, marker="o", markersize=4, label=label)
         if title == "batch duration (s)" and interval_seconds:
-            axis.axhline(interval_seconds, color="red", linestyle="--", label=f"live trigger interval ({interval_seconds} s)")
+            axis.axhline(interval_seconds, color="red", linestyle="--", label=f"live batch interval ({interval_seconds} s)")
         axis.set_ylabel(title)
         axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
@@ -154,7 +154,7 @@ def build(settings: Settings, registry: Registry) -> Path:
         charts = panels(job, rows) if rows else {}
         if rows:
             chart = f"{job_id}.svg"
-            draw(rows, charts, job.triggers["live"].interval_seconds, directory / chart)
+            draw(rows, charts, registry.live_interval_seconds(job_id), directory / chart)
             body = f'<img src="{chart}" alt="health charts of {job_id}">'
         else:
             body = "<p>not run yet: no micro-batch recorded</p>"

@@ -29,7 +29,7 @@ PROGRESS_SCHEMA: dict[str, str] = {
     "state_rows_dropped_by_watermark": "long",
     "state_memory_used_bytes": "long",
     "state_operators": "string",
-    "trigger": "string",  # the run's trigger: "available-now" or "processing-time=<interval>" (added later: may be null)
+    "trigger": "string",  # the run's trigger, as the registry writes it (added later: may be null)
 }
 STATE_METRICS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDroppedByWatermark", "memoryUsedBytes")
 

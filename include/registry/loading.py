@@ -99,10 +99,15 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
         ctx.problems.append(f"group {group!r}: a job has that id; name the group otherwise (groups and jobs are "
                             "supervised by name)")
     group_resources = _parse_groups(ctx, raw.get("groups"), {j.group for j in jobs.values() if j.group})
+    registry = Registry(jobs=jobs, order=tuple(order), table_schemas=ctx.table_schemas,
+                        group_resources=group_resources, default_resources=parse_resources(ctx, "defaults", None))
+    for job in jobs.values():
+        for name, trigger in job.triggers.items():
+            if trigger.on_upstream_commit and (problem := registry.upstream_commit_problem(job.id)):
+                ctx.problem(f"job {job.id!r}", f"triggers.{name}: {problem}")
     if ctx.problems:
         raise RegistryError(ctx.problems, path)
-    return Registry(jobs=jobs, order=tuple(order), table_schemas=ctx.table_schemas, group_resources=group_resources,
-                    default_resources=parse_resources(ctx, "defaults", None))
+    return registry
 
 
 def _parse_groups(ctx: LoadContext, raw: Any, used: set[str]) -> dict[str, ResourcesSpec]:

@@ -210,7 +210,7 @@ class SupervisionSpec:
     on_down: str = "restart"  # "restart" (with backoff) or "alert"
     max_restarts: int = 5  # consecutive restarts before giving up (alerting only)
     backoff_seconds: int = 30  # first restart delay; doubles per consecutive restart
-    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live trigger intervals, at least 30 s
+    stall_after_seconds: int = 0  # heartbeat age that means stalled; 0 = 6 live batch intervals, at least 30 s
     health_window_batches: int = 10  # batches looked at for state growth / watermark progress
     health: HealthThresholds = HealthThresholds()
 
@@ -309,6 +309,29 @@ class Registry:
         """Jobs whose tables `job_id` reads."""
         read = {s.name for s in self.job(job_id).sources if s.kind == "delta"}
         return [j.id for j in self.jobs.values() if read & set(j.tables_written())]
+
+    def live_interval_seconds(self, job_id: str) -> int:
+        """How far apart the job's live batches come at most: its processing-time interval, or on its upstream's
+        commits, the shortest of its upstream jobs' (0 when none has one)."""
+        trigger = self.job(job_id).triggers["live"]
+        if not trigger.on_upstream_commit:
+            return trigger.interval_seconds
+        return min((self.live_interval_seconds(j) for j in self.upstream(job_id)), default=0)
+
+    def upstream_commit_problem(self, job_id: str) -> str | None:
+        """Why `job_id` cannot run on its upstream's commits (`on-upstream-commit`), or None when it can."""
+        from include.registry.processors import PROCESSORS
+
+        job = self.job(job_id)
+        for source in job.sources:
+            if source.kind != "delta":  # a table source is one a job of the registry writes (loading checks it)
+                return (f"on-upstream-commit waits for commits to the tables the job reads, and it reads "
+                        f"{source.kind} source {source.name!r}: give it a processing-time trigger")
+        if isinstance(job.transform, StatefulProcess) and PROCESSORS[job.transform.processor].time_mode == \
+                "ProcessingTime":
+            return ("its processor's processing-time timers fire only when batches run, and on-upstream-commit runs "
+                    "batches only when the input has new rows: give it a processing-time trigger")
+        return None
 
     def live_units(self) -> dict[str, list[str]]:
         """What runs live, one driver each: a group's name with its live jobs, or a job alone (its id, itself);
