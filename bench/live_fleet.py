@@ -188,7 +188,7 @@ def run_mode(mode: str, seconds: int) -> dict:
         broker.down(settings)
     recent = [r for r in rows if r.get("batch_duration_ms") is not None and r.get("progress_time")
               and _epoch(r["progress_time"]) >= window_start and r.get("num_input_rows")]
-    trigger_ms = {j: registry.job(j).triggers["live"].interval_seconds * 1000 for j in live}
+    trigger_ms = {j: registry.live_interval_seconds(j) * 1000 for j in live}  # on-upstream-commit: the upstream's
     durations = [r["batch_duration_ms"] for r in recent]
     return {
         "mode": mode, "units": len(units), "live_jobs": len(live),

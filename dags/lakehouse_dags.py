@@ -1,7 +1,7 @@
 """The lakehouse DAGs, built from the job registry (include/jobs.yaml).
 
 - `lakehouse_backfill`: every job with the available-now trigger, in dependency order, then quality.
-- `lakehouse_live`: keeps the live jobs running with their processing-time triggers.
+- `lakehouse_live`: keeps the live jobs running with their live triggers.
 - `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
 - `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
 - `checkpoint_reset`: manual checkpoint actions (repartition, reset, full refresh), approved by a person.
@@ -155,7 +155,8 @@ LIVE_JOBS = [job_id for members in LIVE_UNITS.values() for job_id in members]
 LIVE_DOC = f"""
 # lakehouse_live
 
-Keeps the live jobs ({", ".join(LIVE_JOBS)}) running with their **processing-time** triggers.
+Keeps the live jobs ({", ".join(LIVE_JOBS)}) running with their **live** triggers (`processing-time=<interval>`,
+or `on-upstream-commit`: a batch as soon as a table the job reads commits).
 A registry **group** runs as one driver (one Spark application, one JVM) with a streaming query per job; its task
 (`supervise_<group>`) sees to each of its jobs, a line per job in its log. A job without a group runs alone
 (`supervise_<job>`). Groups here: {", ".join(f"{u} ({len(m)} jobs)" for u, m in LIVE_UNITS.items() if u not in

@@ -97,6 +97,7 @@ class ProgressRecorder(StreamingQueryListener):
         self._memory: dict[str, int | None] = {}  # job -> the memory its state lives in (the health check's measure)
         self._terminated: set[str] = set()  # run ids: a query id comes back with every run of its checkpoint
         self._totals: dict[str, list[int]] = {}  # run id -> [batches, input rows]
+        self._batch_starts: dict[str, str] = {}  # run id -> its last batch's start (Spark's progress timestamp)
         self._lock = threading.Condition()
 
     def track(self, job_id: str, settings: Settings, trigger: str | None = None, memory_bytes: int | None = None) -> None:
@@ -119,7 +120,9 @@ class ProgressRecorder(StreamingQueryListener):
         totals[0] += 1
         totals[1] += progress.numInputRows
         try:
-            row = progress_row(progress, self._triggers.get(progress.name))
+            previous_start = self._batch_starts.get(str(progress.runId))
+            self._batch_starts[str(progress.runId)] = progress.timestamp
+            row = progress_row(progress, self._triggers.get(progress.name), previous_start)
             settings = self._settings[progress.name]
             delta_store.append_rows(settings.layout.ops_table(PROGRESS_TABLE), PROGRESS_SCHEMA, [row])
             write_heartbeat(

@@ -83,3 +83,27 @@ def test_a_rate_spark_leaves_out_of_the_json_decodes_as_nan(spark, tmp_path):
     decoded = progress_event(json.dumps({"progress": spark_json})).progress
     assert decoded.numInputRows == 1 and math.isnan(decoded.sources[0].inputRowsPerSecond)
     assert progress_row(decoded)["num_input_rows"] == 1
+
+
+def test_the_input_rate_of_a_run_on_its_upstreams_commits_counts_from_its_previous_batch(spark, tmp_path):
+    """Spark divides a batch's rows by the time since its last trigger: for a run on its upstream's commits, the
+    second-long poll before the batch. The row divides them by the time since the run's previous batch started."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.json").write_text("".join(f'{{"n": {n}}}\n' for n in range(30)))
+    ours = Collected()
+    bridge = add_listener(spark, ours)
+    try:
+        query = (spark.readStream.schema("n int").json(str(tmp_path / "in")).writeStream.format("noop")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination()
+        wait_for(lambda: ours.terminated, 60, "the query's end")
+    finally:
+        spark._jsparkSession.streams().removeListener(bridge)
+    spark_json = {**json.loads(ours.progress[0].json), "timestamp": "2026-01-01T00:00:10.000Z"}
+    progress = progress_event(json.dumps({"progress": spark_json})).progress
+    assert progress.numInputRows == 30
+    following = progress_row(progress, "on-upstream-commit", "2026-01-01T00:00:04.000Z")
+    assert following["input_rows_per_second"] == 5.0  # 30 rows since the batch 6 s before
+    assert progress_row(progress, "on-upstream-commit")["input_rows_per_second"] == 0.0  # the run's first batch
+    clocked = progress_row(progress, "processing-time=5 seconds", "2026-01-01T00:00:04.000Z")
+    assert clocked["input_rows_per_second"] == float(progress.inputRowsPerSecond or 0.0)  # Spark's own

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from include.registry.durations import ON_UPSTREAM_COMMIT
+
 PROGRESS_TABLE = "query_progress"
 PROGRESS_SCHEMA: dict[str, str] = {
     "job": "string",
@@ -34,14 +36,26 @@ PROGRESS_SCHEMA: dict[str, str] = {
 STATE_METRICS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDroppedByWatermark", "memoryUsedBytes")
 
 
+def input_rate(progress, trigger: str | None, previous_start: str | None) -> float:
+    if trigger != ON_UPSTREAM_COMMIT:
+        return float(progress.inputRowsPerSecond or 0.0)
+    start, previous = _timestamp(progress.timestamp), _timestamp(previous_start)
+    seconds = (start - previous).total_seconds() if start and previous else 0.0
+    return progress.numInputRows / seconds if seconds > 0 else 0.0
+
+
 def _timestamp(text: str | None) -> datetime | None:
     if not text:
         return None
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def progress_row(progress, trigger: str | None = None) -> dict:
-    """One `_ops/query_progress` row from a StreamingQueryProgress of a run with `trigger`."""
+def progress_row(progress, trigger: str | None = None, previous_start: str | None = None) -> dict:
+    """One `_ops/query_progress` row from a StreamingQueryProgress of a run with `trigger`.
+
+    The input rate of a run on its upstream's commits is its rows over the time since its previous batch started
+    (`previous_start`, Spark's timestamp of it; 0 for a run's first batch): Spark's divides them by the time since its last trigger, which
+    there is the second-long poll before the batch."""
     operators = [{m: getattr(op, m) for m in STATE_METRICS} | {"operator": op.operatorName} for op in progress.stateOperators]
     durations = progress.durationMs or {}
     total = {m: sum(op[m] for op in operators) for m in STATE_METRICS}
@@ -52,7 +66,7 @@ def progress_row(progress, trigger: str | None = None) -> dict:
         "batch_id": progress.batchId,
         "progress_time": _timestamp(progress.timestamp),
         "num_input_rows": progress.numInputRows,
-        "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
+        "input_rows_per_second": input_rate(progress, trigger, previous_start),
         "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0),
         "batch_duration_ms": progress.batchDuration,
         "trigger_execution_ms": durations.get("triggerExecution"),
