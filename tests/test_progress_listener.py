@@ -30,6 +30,22 @@ class Collected(StreamingQueryListener):
         self.terminated.append(event)
 
 
+def first_progress(spark, tmp_path, rows: int):
+    """The progress of the first batch of an available-now query reading `rows` JSON lines, as our listener gets it."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.json").write_text("".join(f'{{"n": {n}}}\n' for n in range(rows)))
+    ours = Collected()
+    bridge = add_listener(spark, ours)
+    try:
+        query = (spark.readStream.schema("n int").json(str(tmp_path / "in")).writeStream.format("noop")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        query.awaitTermination()
+        wait_for(lambda: ours.terminated, 60, "the query's end")
+    finally:
+        spark._jsparkSession.streams().removeListener(bridge)
+    return ours.progress[0]
+
+
 def test_events_from_json_carry_what_pysparks_listener_sees(spark, tmp_path):
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -66,18 +82,7 @@ def test_events_from_json_carry_what_pysparks_listener_sees(spark, tmp_path):
 
 def test_a_rate_spark_leaves_out_of_the_json_decodes_as_nan(spark, tmp_path):
     """Spark writes no key for a NaN or infinite rate; PySpark's decoder would fail on the missing key."""
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "0.json").write_text('{"n": 1}\n')
-    ours = Collected()
-    bridge = add_listener(spark, ours)
-    try:
-        query = (spark.readStream.schema("n int").json(str(tmp_path / "in")).writeStream.format("noop")
-                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-        query.awaitTermination()
-        wait_for(lambda: ours.terminated, 60, "the query's end")
-    finally:
-        spark._jsparkSession.streams().removeListener(bridge)
-    spark_json = json.loads(ours.progress[0].json)
+    spark_json = json.loads(first_progress(spark, tmp_path, 1).json)
     for source in spark_json["sources"]:
         del source["inputRowsPerSecond"], source["processedRowsPerSecond"]
     decoded = progress_event(json.dumps({"progress": spark_json})).progress
@@ -88,18 +93,7 @@ def test_a_rate_spark_leaves_out_of_the_json_decodes_as_nan(spark, tmp_path):
 def test_the_input_rate_of_a_run_on_its_upstreams_commits_counts_from_its_previous_batch(spark, tmp_path):
     """Spark divides a batch's rows by the time since its last trigger: for a run on its upstream's commits, the
     second-long poll before the batch. The row divides them by the time since the run's previous batch started."""
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "0.json").write_text("".join(f'{{"n": {n}}}\n' for n in range(30)))
-    ours = Collected()
-    bridge = add_listener(spark, ours)
-    try:
-        query = (spark.readStream.schema("n int").json(str(tmp_path / "in")).writeStream.format("noop")
-                 .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-        query.awaitTermination()
-        wait_for(lambda: ours.terminated, 60, "the query's end")
-    finally:
-        spark._jsparkSession.streams().removeListener(bridge)
-    spark_json = {**json.loads(ours.progress[0].json), "timestamp": "2026-01-01T00:00:10.000Z"}
+    spark_json = {**json.loads(first_progress(spark, tmp_path, 30).json), "timestamp": "2026-01-01T00:00:10.000Z"}
     progress = progress_event(json.dumps({"progress": spark_json})).progress
     assert progress.numInputRows == 30
     following = progress_row(progress, "on-upstream-commit", "2026-01-01T00:00:04.000Z")
