@@ -5,7 +5,7 @@ to the finalized window in gold.
                                            [--gold-trigger T] [--separate] [--live-jit tiered|c1]
 
 A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
-latency`; `--separate`: a process each, `lakehouse run <job>`). Bronze's live trigger is `processing-time=--trigger`;
+latency`; `--separate`: a process each, `lakehouse run <job> --trigger <its live trigger>`). Bronze's live trigger is `processing-time=--trigger`;
 silver and gold run on their upstream's commits (`--downstream on-upstream-commit`, the default), or on clocks of
 their own (`--downstream processing-time`: `--trigger`, the gold job's `--gold-trigger`, default the same, admitting
 twice the silver commits of its interval): bronze_clickstream reading the topic `clickstream`, silver_clickstream
@@ -159,7 +159,9 @@ def main() -> None:
     jobs = []
     try:
         ensure_topic(bootstrap, "clickstream", 4)
-        for name, run in ([(job, [job]) for job in JOBS] if args.separate else [("latency", ["--group", "latency"])]):
+        # alone, a job runs its backfill trigger unless told otherwise
+        for name, run in ([(job, [job, "--trigger", triggers[job]]) for job in JOBS] if args.separate
+                          else [("latency", ["--group", "latency"])]):
             log = (work / f"{name}.log").open("w")
             jobs.append(subprocess.Popen([sys.executable, "-m", "include.cli", "run", *run],
                                          env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
