@@ -37,6 +37,7 @@ STATE_METRICS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDro
 
 
 def input_rate(progress, trigger: str | None, previous_start: str | None) -> float:
+    """The batch's input rows per second (see :func:`progress_row`)."""
     if trigger != ON_UPSTREAM_COMMIT:
         return float(progress.inputRowsPerSecond or 0.0)
     start, previous = _timestamp(progress.timestamp), _timestamp(previous_start)
@@ -54,8 +55,8 @@ def progress_row(progress, trigger: str | None = None, previous_start: str | Non
     """One `_ops/query_progress` row from a StreamingQueryProgress of a run with `trigger`.
 
     The input rate of a run on its upstream's commits is its rows over the time since its previous batch started
-    (`previous_start`, Spark's timestamp of it; 0 for a run's first batch): Spark's divides them by the time since its last trigger, which
-    there is the second-long poll before the batch."""
+    (`previous_start`, Spark's timestamp of it; 0 for a run's first batch): Spark's divides them by the time since
+    its last trigger, which there is the second-long poll before the batch."""
     operators = [{m: getattr(op, m) for m in STATE_METRICS} | {"operator": op.operatorName} for op in progress.stateOperators]
     durations = progress.durationMs or {}
     total = {m: sum(op[m] for op in operators) for m in STATE_METRICS}
