@@ -7,8 +7,8 @@ go on, and the supervisor (`lakehouse_live`) decides about it as about a job run
 start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. One failure is the
 machine's, not the job's, and this driver restarts that query itself, with backoff: Spark's Python worker not
 starting within Spark's fixed 10 s (a transformWithState query's first batch starts one) while the group's queries
-start together on a busy machine. A job stopped by request stays stopped. The driver ends when none of its jobs runs any more, or on SIGTERM / SIGINT (every query stops at its
-batch boundary).
+start together on a busy machine. A job stopped by request stays stopped. The driver ends when none of its jobs
+runs any more, or on SIGTERM / SIGINT (every query stops at its batch boundary).
 """
 
 from __future__ import annotations

@@ -123,11 +123,6 @@ def require_resume(settings: Settings, registry: Registry, job: JobSpec, action_
         write_fingerprint(checkpoint, fingerprint(job, registry))
 
 
-def processing_time_processor(job: JobSpec) -> bool:
-    """The job runs a stateful processor on processing-time timers."""
-    return isinstance(job.transform, StatefulProcess) and PROCESSORS[job.transform.processor].time_mode == "ProcessingTime"
-
-
 def emits_on_watermark(job: JobSpec) -> bool:
     """Some of the job's output is emitted when the watermark passes it: closed windows and sessions, the
     unmatched rows of an outer join, event-time timers."""
@@ -143,7 +138,7 @@ def replay_batch_owing_a_watermark(settings: Settings, job: JobSpec, trigger: Tr
     """When the last run ended (killed) after its last data batch committed but before Spark planned the no-data
     batch that emits what the new watermark closes, take that batch's commit back: Spark runs it again (the sink
     skips what it already wrote) and then plans the owed no-data batch, as in an uninterrupted run."""
-    if not emits_on_watermark(job) or (trigger.available_now and processing_time_processor(job)):
+    if not emits_on_watermark(job) or (trigger.available_now and job.processing_time_timers):
         return
     checkpoint = settings.layout.checkpoint(job.id)
     batch = checkpoints.owed_watermark_batch(checkpoint)
@@ -169,7 +164,7 @@ def runs_no_data_batches(job: JobSpec, trigger: Trigger | None) -> bool:
     available-now that never ends, so such a run takes batches with new input only. On its upstream's commits, a
     job that emits nothing on the watermark would run one a second after each batch only to drop expired state,
     which its next batch drops as well."""
-    if trigger is not None and trigger.available_now and processing_time_processor(job):
+    if trigger is not None and trigger.available_now and job.processing_time_timers:
         return False
     return not (trigger is not None and trigger.on_upstream_commit and not emits_on_watermark(job))
 

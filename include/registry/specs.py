@@ -280,6 +280,14 @@ class JobSpec:
         return [self.source] + ([self.right_source] if self.right_source else [])
 
     @property
+    def processing_time_timers(self) -> bool:
+        """The job runs a stateful processor on processing-time timers (they fire only when batches run)."""
+        from include.registry.processors import PROCESSORS
+
+        return isinstance(self.transform, StatefulProcess) and \
+            PROCESSORS[self.transform.processor].time_mode == "ProcessingTime"
+
+    @property
     def stateful(self) -> bool:
         return not isinstance(self.transform, ParseJson)
 
@@ -320,15 +328,12 @@ class Registry:
 
     def upstream_commit_problem(self, job_id: str) -> str | None:
         """Why `job_id` cannot run on its upstream's commits (`on-upstream-commit`), or None when it can."""
-        from include.registry.processors import PROCESSORS
-
         job = self.job(job_id)
         for source in job.sources:
             if source.kind != "delta":  # a table source is one a job of the registry writes (loading checks it)
                 return (f"on-upstream-commit waits for commits to the tables the job reads, and it reads "
                         f"{source.kind} source {source.name!r}: give it a processing-time trigger")
-        if isinstance(job.transform, StatefulProcess) and PROCESSORS[job.transform.processor].time_mode == \
-                "ProcessingTime":
+        if job.processing_time_timers:
             return ("its processor's processing-time timers fire only when batches run, and on-upstream-commit runs "
                     "batches only when the input has new rows: give it a processing-time trigger")
         return None
