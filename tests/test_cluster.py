@@ -2,7 +2,8 @@
 dag-processor and triggerer on it, a Spark standalone master with two 1-core workers, a Kafka broker. A backfill is
 triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as an
 application of the master, and gold equals the oracle, through faults: PostgreSQL restarted while idle, a Spark
-worker and the scheduler SIGKILLed under the running backfill and started again. Then checkpoint actions through
+worker and the scheduler SIGKILLed under the running backfill and started again (the scheduler by its keeper,
+include/cluster/keeper.py, as a container's restart policy would). Then checkpoint actions through
 the API: a full refresh approved under Required Actions. (One backfill carries the faults: each run costs minutes.)"""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import timedelta
 
 import pytest
 
-from include.cluster import postgres, spark_standalone
+from include.cluster import airflow_services, postgres, spark_standalone
 from include.cluster.topology import Ports, Topology
 from include.generator import DEFAULT_START
 from include.kafka.broker import free_port_pair
@@ -174,35 +175,38 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
 
 
 def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(cluster):
-    """PostgreSQL restarted while idle; then a backfill triggered as a Trigger click is, run by the scheduler, its jobs
-    an application of the master; under it a Spark worker (and its executor) and the scheduler are SIGKILLed and
-    `lakehouse cluster up` starts them again. The run succeeds, gold equals the oracle, the run is in PostgreSQL."""
+    """PostgreSQL stopped and started again: Airflow's components answer again (those that exited over it started
+    again by their keeper). Then a backfill triggered as a Trigger click is, run by the scheduler, its jobs an
+    application of the master; under it the scheduler is SIGKILLed (its keeper starts it again) and a Spark worker (and
+    its executor, `lakehouse cluster up` starts it again). The run succeeds, gold equals the oracle, the run is in
+    PostgreSQL."""
     top = cluster.topology
-    postgres.stop(top)  # idle: Airflow's components carry on once it is back
+    postgres.stop(top)
+    wait_for(lambda: ((airflow_services.health(top) or {}).get("metadatabase") or {}).get("status") != "healthy", 60,
+             "the API server to see PostgreSQL gone")
     postgres.start(top)
     wait_for(lambda: postgres.answers(top), 60, "PostgreSQL to answer again")
+    wait_for(lambda: all(airflow_services.answers(top, c, airflow_services.health(top))
+                         for c in airflow_services.COMPONENTS), 180, "Airflow's components to answer again", interval=1)
 
     land(cluster, seed=41, hours=0)
     run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
     wait_for(lambda: any(a["name"] == "lakehouse-jobs" for a in
                          (spark_standalone.master_state(top) or {}).get("activeapps", [])),
              240, "the backfill's application on the master", interval=0.5)
+    scheduler = airflow_services.daemon(top, "scheduler")
+    killed = scheduler.kept_pid()
+    os.kill(killed, signal.SIGKILL)  # the scheduler alone: the task it started goes on
+    wait_for(lambda: scheduler.kept_pid() not in (None, killed), 60, "the keeper to start the scheduler again")
     os.killpg(spark_standalone.worker_daemon(top, 1).running_pid(), signal.SIGKILL)  # the worker and its executor
-    scheduler = int((top.run / "airflow-scheduler.pid").read_text())
-    os.kill(scheduler, signal.SIGKILL)  # the scheduler alone: the task it started goes on
-    try:
-        again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
-        assert again.returncode == 0, again.stderr[-2000:]
-        assert "airflow-scheduler" in again.stdout and "spark-worker-1" in again.stdout, again.stdout
-        state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
-        tasks = cluster.api.task_states("lakehouse_backfill", run_id)
-        assert state == "success", tasks
-        assert all(tasks[job] == "success" for job in JOBS), tasks
-    finally:
-        try:
-            os.killpg(scheduler, signal.SIGKILL)  # the killed scheduler's executor processes
-        except ProcessLookupError:
-            pass
+    again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.splitlines()[0] == "cluster up (spark-worker-1 started)", again.stdout
+    assert f"pid {killed} exited with code -9 after" in scheduler.log_file.read_text(errors="replace")
+    state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
+    tasks = cluster.api.task_states("lakehouse_backfill", run_id)
+    assert state == "success", tasks
+    assert all(tasks[job] == "success" for job in JOBS), tasks
     assert_equals_the_oracle(cluster)
 
     master = spark_standalone.master_state(top)

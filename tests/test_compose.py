@@ -46,6 +46,17 @@ def test_airflow_and_spark_agree():
         assert variable in (REPO / "README.md").read_text()
 
 
+def test_airflow_components_restart_as_under_the_clusters_keeper():
+    """Airflow's components exit when PostgreSQL goes away: restarted by Docker here, by include/cluster/keeper.py
+    under `lakehouse cluster` (include/cluster/airflow_services.py)."""
+    from include.cluster.airflow_services import COMPONENTS
+
+    services = load_compose()["services"]
+    for component in COMPONENTS:
+        service = "airflow-apiserver" if component == "api-server" else f"airflow-{component}"
+        assert services[service].get("restart") == "always", service
+
+
 def test_image_installs_the_pinned_requirements_and_delta_jars():
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "COPY requirements.txt" in dockerfile and "pip install --no-cache-dir -r requirements.txt" in dockerfile

@@ -33,7 +33,9 @@ def write_files(top: Topology) -> None:
 
 def start(settings: Settings, top: Topology, component: str) -> None:
     args = [component] + (["--host", HOST, "--port", str(top.ports.airflow)] if component == "api-server" else [])
-    daemon(top, component).start(airflow_command() + args, env=environment(settings, top), cwd=top.airflow_home)
+    # kept: Airflow's components exit when PostgreSQL goes away and count on a supervisor to start them again
+    daemon(top, component).start(airflow_command() + args, env=environment(settings, top), cwd=top.airflow_home,
+                                 kept=True)
 
 
 def health(top: Topology) -> dict | None:

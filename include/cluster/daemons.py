@@ -9,12 +9,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+KEEPER = Path(__file__).with_name("keeper.py")
+START_MARK = "\n$ "  # the line Daemon.start writes to the log before the command's output
 
 
 def alive(pid: int) -> bool:
@@ -97,17 +101,40 @@ class Daemon:
             return None
         return pid if alive(pid) else None
 
-    def start(self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
-        """Start `command` in a session of its own, its output appended to the log; remember its pid."""
+    def start(self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+              kept: bool = False) -> subprocess.Popen:
+        """Start `command` in a session of its own, its output appended to the log; remember its pid. `kept`: under
+        include/cluster/keeper.py, which starts it again whenever it exits (the pid is then the keeper's)."""
+        if kept:
+            command = [sys.executable, str(KEEPER), "--", *command]
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("a") as out:
-            out.write(f"\n$ {' '.join(command)}\n")
+            out.write(f"{START_MARK}{' '.join(command)}\n")
             out.flush()
             process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid_file.write_text(f"{process.pid}\n")
         return process
+
+    def restarted(self) -> bool:
+        """A keeper started its command again since this daemon was last started (the command exited)."""
+        from include.cluster.keeper import RESTARTING
+
+        try:
+            since_start = self.log_file.read_text(errors="replace").rsplit(START_MARK, 1)[-1]
+        except FileNotFoundError:
+            return False
+        return any("keeper: pid " in line and RESTARTING in line for line in since_start.splitlines())
+
+    def kept_pid(self) -> int | None:
+        """Of a daemon started `kept`: the pid of the command its keeper runs now (None between two runs)."""
+        pid = self.running_pid()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if pid else []
+        except FileNotFoundError:
+            return None
+        return int(children[0]) if children else None
 
     def stop(self, timeout: float = 60.0, group: bool = True) -> int | None:
         """Stop the process (and, by default, its process group); the pid it had, or None if none ran."""

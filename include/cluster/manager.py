@@ -49,7 +49,9 @@ def _require_free(part: str, port: int) -> None:
 
 
 def _died(daemon) -> Callable[[], str | None]:
-    return lambda: None if daemon.running_pid() else f"{daemon.last_error()} (log {daemon.log_file})"
+    """Why the part is no more: it exited (or, under a keeper, exited and is being started again)."""
+    return lambda: (None if daemon.running_pid() and not daemon.restarted()
+                    else f"{daemon.last_error()} (log {daemon.log_file})")
 
 
 def up(settings: Settings, workers: int = 2) -> list[str]:
@@ -150,8 +152,10 @@ def _up_airflow(started: Started) -> None:
         started.parts.append(f"airflow-{component}")
     for component in airflow_services.COMPONENTS:
         service = airflow_services.daemon(top, component)
+        # one already running may be between two runs under its keeper: waited for, not failed
+        died = _died(service) if service.name in started.parts else lambda: None
         wait_until(lambda c=component: airflow_services.answers(top, c, airflow_services.health(top)),
-                   f"airflow-{component}", died=_died(service))
+                   f"airflow-{component}", died=died)
 
 
 def down(settings: Settings) -> list[str]:
