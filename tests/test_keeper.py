@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from include.cluster.daemons import KEEPER, Daemon, alive
+from include.cluster.manager import _died
 from tests.support.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -49,10 +50,10 @@ def test_a_command_that_fails_at_start_is_what_cluster_up_reports(tmp_path):
     daemon.start([sys.executable, "-c", "import sys, time; time.sleep(1); sys.exit('ValueError: a wrong setting')"],
                  kept=True)
     try:
-        assert daemon.restarted() is False
+        assert daemon.restarted() is False and _died(daemon)() is None
         wait_for(daemon.restarted, 60, "the keeper to start it again")  # this start's, not the earlier run's
         assert daemon.running_pid()  # the keeper goes on, as Docker's restart policy would: `up` stops it
-        assert daemon.last_error() == "ValueError: a wrong setting"  # what `lakehouse cluster up` says
+        assert _died(daemon)() == f"ValueError: a wrong setting (log {daemon.log_file})"  # what `cluster up` says
     finally:
         daemon.stop(timeout=10)
     assert daemon.kept_pid() is None
