@@ -117,15 +117,19 @@ class Daemon:
         self.pid_file.write_text(f"{process.pid}\n")
         return process
 
-    def restarted(self) -> bool:
-        """A keeper started its command again since this daemon was last started (the command exited)."""
+    def restarts(self) -> list[str]:
+        """Its keeper's lines for each time it started the command again since this daemon was last started."""
         from include.cluster.keeper import RESTARTING
 
         try:
             since_start = self.log_file.read_text(errors="replace").rsplit(START_MARK, 1)[-1]
         except FileNotFoundError:
-            return False
-        return any("keeper: pid " in line and RESTARTING in line for line in since_start.splitlines())
+            return []
+        return [line for line in since_start.splitlines() if "keeper: pid " in line and RESTARTING in line]
+
+    def restarted(self) -> bool:
+        """A keeper started its command again since this daemon was last started (the command exited)."""
+        return bool(self.restarts())
 
     def kept_pid(self) -> int | None:
         """Of a daemon started `kept`: the pid of the command its keeper runs now (None between two runs)."""

@@ -229,8 +229,10 @@ def status(settings: Settings) -> dict:
     report = airflow_services.health(top)
     parts = {"postgres": {"address": f"{HOST}:{top.ports.postgres}", "up": postgres.answers(top)}}
     for component in airflow_services.COMPONENTS:
+        restarts = airflow_services.daemon(top, component).restarts()
         parts[f"airflow-{component}"] = {"address": top.airflow_url if component == "api-server" else None,
-                                         "up": airflow_services.answers(top, component, report)}
+                                         "up": airflow_services.answers(top, component, report),
+                                         "restarts": len(restarts), "last_restart": restarts[-1] if restarts else None}
     parts["spark-master"] = {"address": top.spark_master, "ui": top.spark_master_ui,
                              "up": (spark_state or {}).get("status") == "ALIVE"}
     for number in range(1, top.workers + 1):
@@ -256,6 +258,7 @@ def status(settings: Settings) -> dict:
 def render(info: dict) -> str:
     width = max(len(p) for p in info["parts"])
     lines = [f"{name:<{width}}  {'up  ' if part['up'] else 'DOWN'}  {part.get('address') or ''}"
+             + (f"  restarted {part['restarts']} times, last: {part['last_restart']}" if part.get("restarts") else "")
              for name, part in info["parts"].items()]
     lines += [f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
               f"lakehouse: {info['lakehouse_root']}  logs: {info['logs']}"]
