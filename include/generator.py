@@ -31,7 +31,8 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
+
+from include.storage.paths import StoragePath, as_storage
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class GeneratorConfig:
 
 @dataclass
 class GenerationResult:
-    files: list[Path]
+    files: list[StoragePath]
     lines: int
     kinds: Counter = field(default_factory=Counter)
     topic: str | None = None  # produced to this Kafka topic instead of files
@@ -282,19 +283,26 @@ def produce_to_topic(bootstrap: str, topic: str, source: str, config: GeneratorC
     return GenerationResult(files=[], lines=len(lines), kinds=kinds, topic=topic)
 
 
-def write_landing(directory: Path, source: str, config: GeneratorConfig) -> GenerationResult:
-    """Write the lines into `files` JSON-lines files, atomically, with increasing modification times."""
+def write_landing(directory: StoragePath, source: str, config: GeneratorConfig) -> GenerationResult:
+    """Write the lines into `files` JSON-lines files, each whole, in order: locally with increasing modification
+    times; on S3 one after another (an object's time is its upload; its name breaks a tie)."""
     lines, kinds = generate(source, config)
+    directory = as_storage(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    existing = [p.stat().st_mtime for p in directory.iterdir() if p.is_file()]
-    first_mtime = max([time.time() - config.files, *[m + 1 for m in existing]])
+    if directory.is_local:
+        existing = [p.stat().st_mtime for p in directory.iterdir() if p.is_file()]
+        first_mtime = max([time.time() - config.files, *[m + 1 for m in existing]])
     per_file = -(-len(lines) // config.files)
-    written: list[Path] = []
+    written: list[StoragePath] = []
     for index in range(config.files):
         chunk = lines[index * per_file : (index + 1) * per_file]
         if not chunk:
             break
         target = directory / f"{source}-s{config.seed}-{config.start:%Y%m%dT%H%M%S}-part{index:04d}.jsonl"
+        if not directory.is_local:
+            target.write_text("\n".join(chunk) + "\n")  # one PUT: the file source never sees part of it
+            written.append(target)
+            continue
         hidden = directory / f".{target.name}.tmp"  # Spark's file source ignores dot-files
         hidden.write_text("\n".join(chunk) + "\n")
         mtime = first_mtime + index

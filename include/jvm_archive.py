@@ -4,7 +4,7 @@ starts seconds sooner (on 2 cores a small available-now run takes ~8 s instead o
 task, live start and checkpoint action pays.
 
 `make` builds it (`python -m include.jvm_archive`) into the jar cache after the jars: a few small jobs run once
-with `-XX:ArchiveClassesAtExit`. Drivers use it when it is there (Settings.driver_java_options); when it does not
+with `-XX:ArchiveClassesAtExit`. Drivers use it when it is there (:func:`driver_java_options`); when it does not
 fit the JVM or the classpath (Java or pyspark upgraded), the JVM ignores it, silently: nothing depends on it.
 """
 
@@ -17,6 +17,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from include.settings import SPARK_LOG_JAVA_OPTION
+
+if TYPE_CHECKING:
+    from include.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,16 @@ spark.stop()
 
 def archive_path(jars_dir: Path) -> Path:
     return Path(jars_dir) / ARCHIVE_NAME
+
+
+def driver_java_options(settings: Settings, jit: str = "tiered") -> str:
+    """The Spark driver's JVM options: the project's logging, the class-data archive when `make` built one, its JIT
+    compilers (`jit`: a key of JIT_OPTIONS, ResourcesSpec.jit), then LAKEHOUSE_SPARK_JAVA_OPTIONS (last: it can
+    override them)."""
+    from include.registry.specs import JIT_OPTIONS
+
+    return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(settings.jars_dir), JIT_OPTIONS[jit],
+                                  settings.spark_java_options)))
 
 
 def java_options(jars_dir: Path) -> str:

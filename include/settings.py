@@ -2,7 +2,11 @@
 
 | variable                         | default                         | meaning                                   |
 |----------------------------------|---------------------------------|-------------------------------------------|
-| LAKEHOUSE_ROOT                   | <repo>/lakehouse                | landing, tables, checkpoints, ops, reports |
+| LAKEHOUSE_ROOT                   | <repo>/lakehouse                | landing, tables, checkpoints, ops, reports: a local path or an S3 URI (s3://bucket/prefix, s3a:// too) |
+| LAKEHOUSE_S3_ENDPOINT            | http://127.0.0.1:8333           | the S3 API of an S3 root that is not AWS (path-style access); `lakehouse storage up` listens there; `aws`: AWS S3 itself |
+| AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION | unset, unset, us-east-1 | the S3 credentials and region (AWS's own variables); unset with a local endpoint: those `lakehouse storage up` made and keeps |
+| LAKEHOUSE_LEASE_SECONDS          | 60                              | on an S3 root: how long a writer's lease outlives its last renewal (renewed every third of it; a holder that cannot renew for half of it stops committing); a SIGKILLed driver's job can start again on another host after at most this, on its own host at once |
+| LAKEHOUSE_LOCAL_DIR              | LAKEHOUSE_ROOT if local, else <repo>/lakehouse | this host's own files: the servers' data (_kafka, _cluster, _s3), live drivers' logs, working copies |
 | LAKEHOUSE_REGISTRY               | include/jobs.yaml               | the job registry                          |
 | LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
 | LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory of every driver (spark-submit's too), unless the registry's `resources.driver_memory` says |
@@ -26,10 +30,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from include.storage.layout import Layout
+from include.storage.paths import LocalPath, S3Path, storage_path
+from include.storage.s3 import DEFAULT_ENDPOINT, DEFAULT_REGION, S3Config, bucket_problem, kept_credentials
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -45,9 +51,10 @@ def _env(name: str, default: str) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved configuration; build it with :func:`load_settings`."""
+    """Resolved configuration; build it with :func:`load_settings`. `root` may be given as a path or a URI (a test's
+    `replace(settings, root=tmp_path)`): it is made a storage path (include/storage/paths.py)."""
 
-    root: Path
+    root: LocalPath | S3Path
     registry_path: Path
     spark_master: str = "local[2]"
     spark_driver_memory: str = "2g"
@@ -67,24 +74,50 @@ class Settings:
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
+    lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
+    s3: S3Config = S3Config()
+    local_dir: Path | None = None  # LAKEHOUSE_LOCAL_DIR; None: the root when it is local, else <repo>/lakehouse
 
-    def driver_java_options(self, jit: str = "tiered") -> str:
-        """The Spark driver's JVM options: the project's logging, the class-data archive when `make` built one
-        (include/jvm_archive.py), its JIT compilers (`jit`: a key of JIT_OPTIONS, ResourcesSpec.jit), then
-        LAKEHOUSE_SPARK_JAVA_OPTIONS (last: it can override them)."""
-        from include.jvm_archive import java_options
-        from include.registry.specs import JIT_OPTIONS
+    def __post_init__(self) -> None:
+        root = str(self.root) if isinstance(self.root, S3Path) else self.root  # reached with these settings' S3
+        object.__setattr__(self, "root", storage_path(root, self.s3))
 
-        return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(self.jars_dir), JIT_OPTIONS[jit],
-                                      self.spark_java_options)))
+    @property
+    def local(self) -> Path:
+        """This host's own directory (servers' data, live drivers' logs, working copies of what lives on S3)."""
+        if self.local_dir is not None:
+            return Path(self.local_dir)
+        return Path(str(self.root)) if self.root.is_local else REPO_ROOT / "lakehouse"
+
+    def path(self, location: str) -> LocalPath | S3Path:
+        """The storage path of a location recorded as text (a journal's archive, a checkpoint's file URI)."""
+        return storage_path(location, self.s3)
+
+    def storage_environment(self) -> dict[str, str]:
+        """The variables that say where the lakehouse is and how to reach it, for the processes this one starts."""
+        env = {"LAKEHOUSE_ROOT": str(self.root), "LAKEHOUSE_LEASE_SECONDS": str(int(self.lease_seconds)),
+               "AWS_REGION": self.s3.region}
+        if self.s3.endpoint:
+            env["LAKEHOUSE_S3_ENDPOINT"] = self.s3.endpoint
+        if self.s3.access_key_id:
+            env |= {"AWS_ACCESS_KEY_ID": self.s3.access_key_id, "AWS_SECRET_ACCESS_KEY": self.s3.secret_access_key}
+        if self.local_dir is not None:
+            env["LAKEHOUSE_LOCAL_DIR"] = str(self.local_dir)
+        return env
 
     @property
     def layout(self) -> Layout:
         """Where everything lives under the root."""
-        return Layout(self.root)
+        return Layout(self.root, self.local)
 
     def require_writable_root(self) -> None:
-        """Raise ValueError naming LAKEHOUSE_ROOT unless it is (or can be made) a writable directory."""
+        """Raise ValueError naming LAKEHOUSE_ROOT unless it is (or can be made) a writable directory; an S3 root must
+        answer (include/storage/server.py says why it does not)."""
+        if not self.root.is_local:
+            problem = bucket_problem(self.s3, self.root.bucket)
+            if problem:
+                raise ValueError(f"LAKEHOUSE_ROOT={self.root}: {problem}")
+            return
         existing = next(p for p in (self.root, *self.root.parents) if p.exists())
         if not existing.is_dir():
             raise ValueError(f"LAKEHOUSE_ROOT={self.root}: {existing} is a file, not a directory; point "
@@ -96,7 +129,27 @@ class Settings:
 
 def load_settings() -> Settings:
     """Read the environment into a :class:`Settings`."""
-    root = Path(_env("LAKEHOUSE_ROOT", str(REPO_ROOT / "lakehouse"))).expanduser().resolve()
+    endpoint = _env("LAKEHOUSE_S3_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
+    if endpoint != "aws" and not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"LAKEHOUSE_S3_ENDPOINT must be an http:// or https:// URL, or `aws`, got {endpoint!r}")
+    s3 = S3Config(endpoint="" if endpoint == "aws" else endpoint, access_key_id=_env("AWS_ACCESS_KEY_ID", ""),
+                  secret_access_key=_env("AWS_SECRET_ACCESS_KEY", ""), region=_env("AWS_REGION", DEFAULT_REGION))
+    try:
+        root = storage_path(_env("LAKEHOUSE_ROOT", str(REPO_ROOT / "lakehouse")), s3)
+    except ValueError as exc:
+        raise ValueError(f"LAKEHOUSE_ROOT: {exc}") from None
+    if root.is_local:
+        root = LocalPath(Path(str(root)).resolve())  # symbolic links resolved, as Spark records paths
+    local_dir = _env("LAKEHOUSE_LOCAL_DIR", "")
+    if not s3.access_key_id and s3.endpoint:  # the credentials `lakehouse storage up` made for its server, if any
+        local = Path(local_dir).expanduser().resolve() if local_dir else (
+            Path(str(root)) if root.is_local else REPO_ROOT / "lakehouse")
+        kept = kept_credentials(Layout(root, local).s3_server)
+        if kept:
+            s3 = replace(s3, access_key_id=kept[0], secret_access_key=kept[1])
+    lease_seconds = _env("LAKEHOUSE_LEASE_SECONDS", "60")
+    if not lease_seconds.isdigit() or int(lease_seconds) < 3:
+        raise ValueError(f"LAKEHOUSE_LEASE_SECONDS must be a whole number of seconds, at least 3, got {lease_seconds!r}")
     registry = Path(_env("LAKEHOUSE_REGISTRY", str(PACKAGE_DIR / "jobs.yaml"))).expanduser().resolve()
     try:
         grace = float(_env("LAKEHOUSE_STOP_GRACE_SECONDS", "120"))
@@ -128,6 +181,9 @@ def load_settings() -> Settings:
         raise ValueError(f"LAKEHOUSE_LIVE_WATCH_SECONDS must be a non-negative integer, got {watch!r}")
     return Settings(
         root=root,
+        s3=s3,
+        lease_seconds=float(lease_seconds),
+        local_dir=Path(local_dir).expanduser().resolve() if local_dir else None,
         registry_path=registry,
         spark_master=_env("LAKEHOUSE_SPARK_MASTER", "local[2]"),
         spark_driver_memory=_env("LAKEHOUSE_SPARK_DRIVER_MEMORY", "2g"),

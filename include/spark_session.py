@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from include.jvm_archive import driver_java_options
 from include.settings import REPO_ROOT, Settings
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
             builder.master(settings.spark_master)
             .config("spark.driver.memory", settings.spark_driver_memory)
             .config("spark.jars", ",".join(str(j) for j in jars))
-            .config("spark.driver.extraJavaOptions", settings.driver_java_options(jit))
+            .config("spark.driver.extraJavaOptions", driver_java_options(settings, jit))
         )
     builder = (
         builder.config("spark.sql.session.timeZone", "UTC")
@@ -115,6 +116,8 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
+    for key, value in storage_confs(settings).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level)
     if not spark.sparkContext.master.startswith("local"):  # executors in other JVMs: they import from the archive
@@ -128,6 +131,18 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
                         f"spark-submit --jars {listed} ... (the DAGs do)")
     register_functions(spark)
     return spark
+
+
+def storage_confs(settings: Settings) -> dict[str, str]:
+    """Where and how Spark reads and writes the lakehouse: on S3 through Hadoop's S3A (endpoint, credentials), Delta
+    commits with S3's conditional create (spark_jobs/jvm/lakehouse/ConditionalS3LogStore.java), and checkpoint files
+    put whole, the offset and commit logs only if absent (ConditionalCheckpointFileManager.java: a local disk keeps
+    Spark's default manager)."""
+    return {
+        "spark.delta.logStore.s3a.impl": "lakehouse.ConditionalS3LogStore",
+        "spark.sql.streaming.checkpointFileManagerClass": "lakehouse.ConditionalCheckpointFileManager",
+        **{f"spark.hadoop.{key}": value for key, value in settings.s3.hadoop_options().items()},
+    }
 
 
 @contextmanager

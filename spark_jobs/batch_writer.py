@@ -10,7 +10,6 @@ table it writes. A parse_json batch writes two tables (quarantine, then the sink
 from __future__ import annotations
 
 import logging
-import shutil
 from collections import Counter
 from collections.abc import Callable
 
@@ -33,11 +32,14 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def make_batch_writer(settings: Settings, job: JobSpec,
-                      written: Counter | None = None) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of `job`; adds the rows each batch writes per table to `written`."""
+def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None = None,
+                      guard: Callable[[], None] | None = None) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of `job`; adds the rows each batch writes per table to `written`. `guard` (the job's
+    lease check, :meth:`include.ops.lease.Lease.check`) raises when this process may no longer commit: it is called
+    before each table's commit and once the batch is written, before Spark commits the batch in its checkpoint."""
     checkpoint = settings.layout.checkpoint(job.id)
     sink = job.sink
+    guard = guard or (lambda: None)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         app_id = checkpoints.writer_app_id(checkpoint, job.id)
@@ -54,24 +56,26 @@ def make_batch_writer(settings: Settings, job: JobSpec,
             for table, rows in routes(job, written_batch, unread):
                 if not rows_per_table.get(table):
                     continue
-                path = str(settings.layout.table(table))
-                committed = delta_store.committed_batch(path, app_id)
+                location = settings.layout.table(table)
+                committed, version = delta_store.batch_check(location, app_id)
                 if committed is not None and committed >= batch_id:  # a replay: Delta would skip it anyway
                     log.info("job=%s batch %d: %s already holds it (a replay): not written again", job.id, batch_id,
                              table)
                     continue
+                guard()
                 if table == sink.table and sink.mode == "update":
-                    merge(rows, path, sink.merge_keys, app_id, batch_id)
+                    merge(rows, str(location), sink.merge_keys, app_id, batch_id)
                 else:
-                    append_batch(rows.coalesce(sink.files_per_batch), path, app_id, batch_id)
+                    append_batch(rows.coalesce(sink.files_per_batch), str(location), app_id, batch_id, version)
                 gained[table] = rows_per_table[table]
             batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
+            guard()  # Spark writes the batch's commit next: a holder that lost its lease does not
             if written is not None:
                 written.update(gained)  # rows the tables really gained (the summary line's "rows out")
             batch_hooks.fire(job.id, "after_commit", batch_id)
         finally:
             batch.unpersist()
-            shutil.rmtree(landing.reread_dir(settings, job.id, batch_id), ignore_errors=True)
+            landing.reread_dir(settings, job.id, batch_id).rmtree()
 
     return write_batch
 
@@ -82,7 +86,7 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
     batch replayed after a crash that its sink table already holds."""
     if not any(s.kind == "kafka" and not s.kafka.fail_on_data_loss for s in job.sources) or batch_id == 0:
         return
-    committed = delta_store.committed_batch(str(settings.layout.table(job.sink.table)), app_id)
+    committed = delta_store.committed_batch(settings.layout.table(job.sink.table), app_id)
     if committed is not None and committed >= batch_id:
         return
     from include.kafka.offsets import batch_offsets, skipped_offsets
@@ -96,13 +100,14 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
         record_alert(settings, job.id, f"batch {batch_id}: {line}")
 
 
-def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int, read_version: int) -> None:
     """Append `rows` in one Delta commit that records (app_id, batch_id), as the `txnAppId` / `txnVersion` write
     options would, through the same Delta command but without its own "written already?" lookup: Delta 4.4
     answers it by reconstructing the table's state, a Spark job that costs a small batch twice its write
-    (bench/micro_batch_cost.py). The caller answered it from the log (`delta_store.committed_batch`) and holds
-    the job's lease: no other writer commits this app id (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java)."""
-    rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id)
+    (bench/micro_batch_cost.py). The caller answered it from the log at `read_version` (`delta_store.batch_check`)
+    and holds the job's lease; a commit of this app id after that version (another holder's) makes Delta refuse
+    this one (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java)."""
+    rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id, read_version)
 
 
 def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:

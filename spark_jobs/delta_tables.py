@@ -6,25 +6,25 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
 from include.settings import Settings
+from include.storage.paths import StoragePath
 from spark_jobs.schemas import spark_schema
 
 log = logging.getLogger(__name__)
 
 
-def is_delta_table(path: Path) -> bool:
-    return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+def is_delta_table(path: StoragePath) -> bool:
+    return (path / "_delta_log").is_dir() and any((path / "_delta_log").glob("*.json"))
 
 
 CONCURRENT_CREATE_SECONDS = 30.0
 
 
-def ensure_table(spark: SparkSession, path: Path, columns: dict[str, str], partition_by: tuple[str, ...] = (),
+def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str], partition_by: tuple[str, ...] = (),
                  properties: dict[str, str] | None = None) -> None:
     """Create the Delta table at `path` (schema, partitioning, properties) unless it exists; an existing
     one must have the registry's columns, and gets the registry's properties where they differ."""
@@ -85,7 +85,7 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
 
 
 @contextmanager
-def appends_opened(spark: SparkSession, path: Path, properties: dict[str, str]) -> Iterator[None]:
+def appends_opened(spark: SparkSession, path: StoragePath, properties: dict[str, str]) -> Iterator[None]:
     """Let a DELETE or RESTORE rewrite an append-only table (`delta.appendOnly`), then close it again as the
     registry's `properties` say (also when an earlier try was cut short with the table left open)."""
     from delta.tables import DeltaTable

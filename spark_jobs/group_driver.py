@@ -26,7 +26,7 @@ from include.ops.heartbeats import read_heartbeat
 from include.ops.launch import ExitCode, classify_failure
 from include.registry import Registry, StatefulProcess, Trigger, load_registry
 from include.settings import Settings
-from spark_jobs.job_process import SharedDriver, preflight
+from spark_jobs.driver import SharedDriver, preflight
 
 log = logging.getLogger("lakehouse")
 
@@ -72,6 +72,9 @@ class GroupDriver:
         try:
             while True:
                 held.renew()
+                if held.lost:  # another driver took the group over: this one's queries stop (each guards itself)
+                    log.error("group=%s: %s; stopping every query of this driver", self.group, held.lost)
+                    self.driver.stop.set()
                 for job_id in self.members:
                     if job_requests.pending(self.settings, job_id, "start"):
                         job_requests.clear(self.settings, job_id, "start")

@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
-from pathlib import Path
 
 from include import arguments
-from include.checkpoints.journal import refuse_if_pending
-from include.checkpoints.plan import PlanRequired, plan_job
-from include.checkpoints.validate import check_job_files
 from include.logging_setup import configure_logging
-from include.ops import lease, run_outcomes
+from include.ops import run_outcomes
 from include.ops.launch import ExitCode, classify_failure, report_failure
 from include.registry import load_registry
 from include.settings import Settings, load_settings
+from include.storage.paths import storage_path
+from spark_jobs.driver import SharedDriver, preflight
 
 log = logging.getLogger("lakehouse")
 
@@ -40,32 +36,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                         help="'available-now', 'processing-time=10 seconds' or 'on-upstream-commit' (default: the job's "
                              "backfill trigger)")
     parser.add_argument("--shuffle-partitions", type=arguments.partition_count, default=None)
-    parser.add_argument("--outcomes", type=Path, default=None,
-                        help="write how each job ended to this directory, one JSON file per job "
+    parser.add_argument("--outcomes", default=None,
+                        help="write how each job ended to this directory (a path or a URI under the lakehouse's "
+                             "storage), one JSON file per job "
                              "(the backfill DAG's run_jobs task)")
     return parser
 
 
-def install_stop_handler() -> threading.Event:
-    """SIGTERM / SIGINT set the returned event: the runner stops at the next batch boundary."""
-    stop = threading.Event()
 
-    def request_stop(signum, _frame):
-        log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    return stop
-
-
-def shield_jvm_from_stop_signals(spark) -> None:
-    """Make the driver JVM ignore SIGINT and SIGTERM, so that a signal to the whole process group (Ctrl-C,
-    `timeout`, a task kill) stops the job through this process's handler at a batch boundary, instead of
-    the JVM's shutdown hooks tearing Spark down under a running batch. SIGKILL still ends both."""
-    jvm = spark.sparkContext._jvm
-    for name in ("INT", "TERM"):
-        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jvm.sun.misc.SignalHandler.SIG_IGN)
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
@@ -78,6 +56,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     from spark_jobs import batch_hooks
 
     registry = load_registry(settings.registry_path)
+    if args.outcomes:
+        args.outcomes = storage_path(args.outcomes, settings.s3)
     if settings.batch_hooks:
         batch_hooks.install_named(settings.batch_hooks)
     if bool(args.group) == bool(args.jobs):
@@ -139,43 +119,6 @@ def refuse_a_shared_driver(jobs: list, args: argparse.Namespace) -> None:
     if live:
         raise ValueError(f"several jobs run one after another in one driver, so each must drain and stop "
                          f"(available-now): {', '.join(live)} would not; run it on its own")
-
-
-class SharedDriver:
-    """The run's SparkSession, started when the first job gets past its checks (a refusal costs no JVM)."""
-
-    def __init__(self, settings: Settings, jit: str = "tiered"):
-        self.settings, self.jit = settings, jit  # jit: the JVM's compilers, when this process starts it
-        self.spark = None
-        self.stop = threading.Event()  # replaced by the SIGTERM / SIGINT handler once the driver runs
-
-    def session(self, app_name: str):
-        if self.spark is None:
-            from include.spark_session import get_spark
-
-            self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit)
-            shield_jvm_from_stop_signals(self.spark)
-            self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
-        return self.spark
-
-
-def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
-    """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
-    checkpoint action, damaged checkpoint files, its Kafka broker down, a checkpoint plan other than resume."""
-    from include.kafka.broker import BrokerError
-    from include.kafka.connection import unreachable_broker
-
-    if lease.is_held(settings, job.id):
-        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
-    refuse_if_pending(settings, job.id)
-    check_job_files(settings, job)
-    down = unreachable_broker(settings, job)
-    if down:
-        raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
-    if shuffle_partitions is None:
-        plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
-        if plan.mode != "resume":
-            raise PlanRequired(plan)
 
 
 def run_one(settings: Settings, registry, job, args: argparse.Namespace, driver: SharedDriver) -> run_outcomes.Outcome:

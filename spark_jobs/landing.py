@@ -11,12 +11,12 @@ again without its long lines (:func:`reread`), so a long line that Spark's split
 
 from __future__ import annotations
 
-import os
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from include import checkpoints
 from include.registry import JobSpec, SourceSpec
 from include.settings import Settings
-from include.storage.files import local_path
+from include.storage.paths import StoragePath, storage_path
 
 HADOOP_MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
 LINE_BYTES = "_line_bytes"
@@ -47,7 +47,7 @@ def tally(batch: DataFrame, good: F.Column) -> tuple[int, int, dict[str, int]]:
         F.sum(F.col(LINE_BYTES) + 1).alias("bytes_read"),
     ).collect()
     return (sum(r["good"] for r in per_file), sum(r["bad"] for r in per_file),
-            {local_path(r["_source_file"]): r["bytes_read"] for r in per_file})
+            {file_key(r["_source_file"]): r["bytes_read"] for r in per_file})
 
 
 def short_read_files(settings: Settings, job: JobSpec, batch_id: int, bytes_read: dict[str, int]) -> dict[str, int]:
@@ -55,10 +55,10 @@ def short_read_files(settings: Settings, job: JobSpec, batch_id: int, bytes_read
     short = {}
     for uri in checkpoints.landing_files_of_batch(settings.layout.checkpoint(job.id), batch_id):
         try:
-            size = os.path.getsize(local_path(uri))
+            size = storage_path(uri, settings.s3).stat().st_size
         except FileNotFoundError:
             continue  # removed after admission: Spark read none of it either
-        missing = size - bytes_read.get(local_path(uri), 0)
+        missing = size - bytes_read.get(file_key(uri), 0)
         if missing > SLACK_BYTES:
             short[uri] = missing
     return short
@@ -86,7 +86,7 @@ def reread(settings: Settings, job: JobSpec, batch_id: int, batch: DataFrame, fi
     frames = [batch.where(~F.col("_source_file").isin([source_file_value(uri) for uri in files]))]
     for number, uri in enumerate(files):
         copy = directory / f"{number}.lines"
-        _copy_short_lines(Path(local_path(uri)), copy, job.source.max_line_bytes)
+        _copy_short_lines(storage_path(uri, settings.s3), copy, job.source.max_line_bytes)
         lines = batch.sparkSession.read.format("text").options(**reader_options(job.source)).load(str(copy))
         frames.append(parse(lines).withColumn("_source_file", F.lit(source_file_value(uri))))
     return reduce(DataFrame.unionByName, frames)
@@ -94,18 +94,35 @@ def reread(settings: Settings, job: JobSpec, batch_id: int, batch: DataFrame, fi
 
 def source_file_value(uri: str) -> str:
     """The `_source_file` value of the rows of a landing file (as Spark's `_metadata.file_path` writes it)."""
-    return f"file:{urlparse(uri).path}"
+    parsed = urlparse(uri)
+    return uri if parsed.scheme in ("s3", "s3a") else f"file:{parsed.path}"
 
 
-def reread_dir(settings: Settings, job_id: str, batch_id: int) -> Path:
+def file_key(uri: str) -> str:
+    """One name per landing file, whichever way Spark wrote its URI (`file:/a`, `file:///a`, percent-encoded)."""
+    parsed = urlparse(uri)
+    path = unquote(parsed.path)
+    return path if parsed.scheme in ("file", "") else f"{parsed.scheme}://{parsed.netloc}{path}"
+
+
+def reread_dir(settings: Settings, job_id: str, batch_id: int) -> StoragePath:
     return settings.layout.checkpoints / f"{job_id}.reread" / str(batch_id)
 
 
-def _copy_short_lines(source: Path, target: Path, limit: int, chunk: int = 1 << 20) -> None:
-    """Copy the lines of `source` of at most `limit` bytes to `target`, holding at most `limit` bytes of a line."""
-    with source.open("rb") as reader, target.open("wb") as writer:
+def _copy_short_lines(source: StoragePath, target: StoragePath, limit: int, chunk: int = 1 << 20) -> None:
+    """Copy the lines of `source` of at most `limit` bytes to `target`, holding at most `limit` bytes of a line (on
+    S3 through a local file, put whole)."""
+    with tempfile.TemporaryDirectory(prefix="lakehouse-reread-") as scratch:
+        local = Path(str(target)) if target.is_local else Path(scratch) / target.name
+        _write_short_lines(source, local, limit, chunk)
+        if not target.is_local:
+            target.upload_from(local)
+
+
+def _write_short_lines(source: StoragePath, target: Path, limit: int, chunk: int) -> None:
+    with target.open("wb") as writer:
         line, too_long = bytearray(), False
-        while block := reader.read(chunk):
+        for block in source.read_chunks(chunk):
             for piece, ends in _split(block):
                 if not too_long:
                     line += piece

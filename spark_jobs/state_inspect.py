@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -24,6 +23,7 @@ from include.checkpoints.state_files import partition_files
 from include.ops.health import skew
 from include.registry import Registry
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 TIMER_PREFIX = "$"  # transformWithState's internal variables (timers, row counters) start with it
 EXAMPLES = 20  # timers and changes listed per store
@@ -65,7 +65,7 @@ def _stores(meta: dict) -> list[tuple[str, dict[str, str]]]:
     return [(f"store {meta['stateStoreName']}", {"storeName": meta["stateStoreName"]})]
 
 
-def _operator(spark: SparkSession, checkpoint: Path, meta: dict, batch: int,
+def _operator(spark: SparkSession, checkpoint: StoragePath, meta: dict, batch: int,
               changes: tuple[int, int] | None) -> dict[str, Any]:
     partitions = meta["numPartitions"]
     if meta["operatorName"] == "symmetricHashJoin" and meta["stateStoreName"] != "left-keyToNumValues":
@@ -96,7 +96,7 @@ def _distribution(frame, partitions: int) -> dict[str, Any]:
             "skew": skew(keys)}
 
 
-def _timers(spark: SparkSession, checkpoint: Path, operator_id: int) -> dict[str, Any]:
+def _timers(spark: SparkSession, checkpoint: StoragePath, operator_id: int) -> dict[str, Any]:
     frame = (spark.read.format("statestore").option("operatorId", operator_id)
              .option("readRegisteredTimers", "true").load(str(checkpoint)))
     rows = frame.orderBy("expiration_timestamp_ms").collect()
@@ -105,7 +105,7 @@ def _timers(spark: SparkSession, checkpoint: Path, operator_id: int) -> dict[str
             "next": listed}
 
 
-def _changes(reader, checkpoint: Path, changes: tuple[int, int]) -> dict[str, Any]:
+def _changes(reader, checkpoint: StoragePath, changes: tuple[int, int]) -> dict[str, Any]:
     try:
         frame = (reader.option("readChangeFeed", "true").option("changeStartBatchId", changes[0])
                  .option("changeEndBatchId", changes[1]).load(str(checkpoint)))
@@ -168,16 +168,16 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def state_operators(spark: SparkSession, checkpoint: Path) -> list[dict]:
+def state_operators(spark: SparkSession, checkpoint: StoragePath) -> list[dict]:
     """Spark's `state-metadata` of the checkpoint, with each store's key and value schema (`statestore`) and
     the partitions that hold the state of the last committed batch (Spark's operator metadata keeps the
     count the operator was first written with, also after an offline repartition)."""
-    if not (Path(checkpoint) / "state").is_dir():
+    if not (checkpoint / "state").is_dir():
         return []
     rows = [r.asDict() for r in spark.read.format("state-metadata").load(str(checkpoint)).collect()]
     batch = checkpoints.latest_committed_batch(checkpoint)
     for row in rows:
-        operator = Path(checkpoint) / "state" / str(row["operatorId"])
+        operator = checkpoint / "state" / str(row["operatorId"])
         version = (batch if batch is not None else -1) + 1  # state version = batch id + 1
         row["partitionsAtLatestBatch"] = sum(
             1 for part in operator.iterdir() if part.name.isdigit()

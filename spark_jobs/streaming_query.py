@@ -248,7 +248,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)
-        .foreachBatch(make_batch_writer(settings, job, written))
+        .foreachBatch(make_batch_writer(settings, job, written, guard=held.check))
     )
     writer = writer.trigger(availableNow=True) if trigger.available_now else writer.trigger(
         processingTime=trigger.spark_interval
@@ -259,6 +259,11 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     status = "finished"
     while query.isActive:
         held.renew()
+        try:
+            held.check()
+        except lease.LeaseLost:  # self-fencing: stopped before another process may take the lease over
+            query.stop()
+            raise
         request = job_requests.pending(settings, job.id)
         if request:  # this job's own request: the other jobs of a shared driver go on (`stop_requested` is the signal's)
             log.info("job=%s: stop requested (%s)", job.id, request)
@@ -280,6 +285,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
                           time.monotonic() - started)
     write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch,
                     summary=summary)
+    if error is not None and held.lost:  # the batch writer's guard refused to commit
+        raise lease.LeaseLost(f"job {job.id!r} stopped: {held.lost}; it committed nothing more ({summary})")
     if error is not None:
         hint = failure_hint(job.id, str(error))
         if hint:

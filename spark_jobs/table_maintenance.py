@@ -16,7 +16,6 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -24,6 +23,7 @@ from include.ops import lease, maintenance_log
 from include.registry import Registry
 from include.settings import Settings
 from include.spark_session import session_confs
+from include.storage.paths import StoragePath
 from spark_jobs.delta_tables import is_delta_table
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[
     return rows
 
 
-def _optimize(spark: SparkSession, path: Path) -> dict:
+def _optimize(spark: SparkSession, path: StoragePath) -> dict:
     from delta.tables import DeltaTable
 
     table = DeltaTable.forPath(spark, str(path))
@@ -80,7 +80,7 @@ def _optimize(spark: SparkSession, path: Path) -> dict:
             "version_before": before, "version_after": _version(table)}
 
 
-def _vacuum(spark: SparkSession, path: Path, retention_hours: int) -> dict:
+def _vacuum(spark: SparkSession, path: StoragePath, retention_hours: int) -> dict:
     from delta.tables import DeltaTable
 
     table = DeltaTable.forPath(spark, str(path))
@@ -121,8 +121,8 @@ def _version(table) -> int:
     return int(table.history(1).first()["version"])
 
 
-def _data_files(path: Path) -> int:
-    return sum(1 for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts)
+def _data_files(path: StoragePath) -> int:
+    return sum(1 for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
 def render(rows: list[dict]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -93,6 +94,13 @@ def pytest_configure(config):
     from include.kafka.broker import free_port_pair
 
     os.environ["LAKEHOUSE_KAFKA_BOOTSTRAP"] = f"127.0.0.1:{free_port_pair()}"
+    # Likewise the session's S3 server (the `s3_server` fixture starts it when a test first needs it): its own ports,
+    # and credentials of its own, which every process the suite starts inherits.
+    from tests.support.s3 import free_s3_port
+
+    os.environ["LAKEHOUSE_S3_ENDPOINT"] = f"http://127.0.0.1:{free_s3_port()}"
+    os.environ["AWS_ACCESS_KEY_ID"] = f"lakehouse-tests-{worker or 'main'}"
+    os.environ["AWS_SECRET_ACCESS_KEY"] = uuid.uuid4().hex
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
     # even when the previous test stored one seconds ago (Airflow throttles that to every 30 s).
     os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
@@ -170,6 +178,40 @@ def kafka_broker(tmp_path_factory) -> str:
     yield bootstrap
     down = run_cli(["kafka", "down"], env, timeout=120)
     assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> str:
+    """A real S3 server (SeaweedFS) for the session, started and stopped by `lakehouse storage up` / `down`; its
+    endpoint. Its data lives under the session's temporary directory."""
+    from tests.support.helpers import run_cli
+    from tests.support.s3 import BUCKET
+
+    env = {**os.environ, "LAKEHOUSE_ROOT": f"s3://{BUCKET}/session",
+           "LAKEHOUSE_LOCAL_DIR": str(tmp_path_factory.mktemp("s3server"))}
+    up = run_cli(["storage", "up"], env, timeout=120)
+    assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+    yield os.environ["LAKEHOUSE_S3_ENDPOINT"]
+    down = run_cli(["storage", "down"], env, timeout=120)
+    assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
+
+
+@pytest.fixture
+def s3_settings(s3_server, tmp_path) -> Settings:
+    """Settings rooted in a fresh prefix of the session's S3 bucket; this host's own files under the test's tmp_path."""
+    from tests.support.s3 import BUCKET
+
+    return replace(load_settings(), root=f"s3://{BUCKET}/{tmp_path.name}-{uuid.uuid4().hex[:6]}",
+                   local_dir=tmp_path / "local")
+
+
+@pytest.fixture
+def s3_env(s3_settings) -> dict:
+    """The environment of a subprocess working on `s3_settings`' lakehouse."""
+    env = {**os.environ, **s3_settings.storage_environment(), "PYSPARK_PYTHON": sys.executable}
+    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS"):
+        env.pop(name, None)
+    return env
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 import yaml
 from deltalake import DeltaTable
@@ -110,18 +111,40 @@ def test_a_batch_append_records_its_transaction_and_keeps_deltas_write_checks(sp
     Delta's schema enforcement and constraints still refuse bad rows, committing nothing."""
     path = str(tmp_path / "table")
     spark.range(3).selectExpr("id", "cast(id AS string) AS name").write.format("delta").save(path)
-    append_batch(spark.range(2).selectExpr("id", "'x' AS name"), path, "job:query", 7)
+    append_batch(spark.range(2).selectExpr("id", "'x' AS name"), path, "job:query", 7, 0)
     assert delta_store.committed_batch(path, "job:query") == 7 and delta_store.count_rows(path) == 5
     log = (tmp_path / "table" / "_delta_log" / f"{1:020d}.json").read_text().splitlines()
     info = next(json.loads(line)["commitInfo"] for line in log if "commitInfo" in line)
     assert (info["operation"], info["operationParameters"]["mode"], info["isBlindAppend"]) == ("WRITE", "Append", True)
     with pytest.raises(Exception, match="DELTA_METADATA_MISMATCH"):
-        append_batch(spark.range(1).selectExpr("id", "'y' AS name", "1 AS extra"), path, "job:query", 8)
+        append_batch(spark.range(1).selectExpr("id", "'y' AS name", "1 AS extra"), path, "job:query", 8, 1)
     spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT non_negative CHECK (id >= 0)")
     with pytest.raises(Exception, match="DELTA_VIOLATE_CONSTRAINT"):
-        append_batch(spark.range(1).selectExpr("-1L AS id", "'z' AS name"), path, "job:query", 8)
+        append_batch(spark.range(1).selectExpr("-1L AS id", "'z' AS name"), path, "job:query", 8, 2)
     assert delta_store.committed_batch(path, "job:query") == 7 and delta_store.latest_version(path) == 2
     assert delta_store.count_rows(path) == 5
+
+
+def test_a_batch_append_refuses_a_batch_another_writer_committed_after_its_check(spark, tmp_path):
+    """The narrowest race of two holders of one job: this writer found batch 8 unwritten at version 1, then (paused)
+    another committed batch 8 of the same app id, and a blind append besides. This writer's commit of batch 8 is
+    refused by Delta's conflict check; nothing is appended twice."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    path = str(tmp_path / "table")
+    spark.range(3).selectExpr("id", "cast(id AS string) AS name").write.format("delta").save(path)
+    append_batch(spark.range(1).selectExpr("id", "'x' AS name"), path, "job:query", 7, 0)
+    committed, read_version = delta_store.batch_check(path, "job:query")
+    assert (committed, read_version) == (7, 1)
+    rows = pa.table({"id": pa.array([10, 11], pa.int64()), "name": ["other", "other"]})
+    write_deltalake(path, rows, mode="append", commit_properties=CommitProperties(
+        app_transactions=[Transaction("job:query", 8)]))  # the other holder's batch 8
+    write_deltalake(path, rows.slice(0, 1), mode="append")  # someone else's blind append
+    with pytest.raises(Exception, match="ConcurrentTransaction|DELTA_CONCURRENT_TRANSACTION"):
+        append_batch(spark.range(2).selectExpr("id", "'late' AS name"), path, "job:query", 8, read_version)
+    assert delta_store.count_rows(path) == 7 and delta_store.count_rows(path, "name = 'late'") == 0
+    append_batch(spark.range(1).selectExpr("id", "'y' AS name"), path, "job:other", 1, read_version)  # another app
+    assert delta_store.count_rows(path, "name = 'y'") == 1
 
 
 def test_a_job_streams_the_change_feed_of_an_upserted_table(spark, settings, tmp_path):

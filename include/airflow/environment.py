@@ -43,7 +43,7 @@ def airflow_environment(settings: Settings) -> dict[str, str]:
             "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
             "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
             "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)}),
-            "LAKEHOUSE_ROOT": str(settings.root),
+            **settings.storage_environment(),
             "LAKEHOUSE_REGISTRY": str(settings.registry_path),
             "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",

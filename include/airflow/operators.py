@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 from datetime import UTC, datetime
-from pathlib import Path
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -23,7 +22,7 @@ from include.registry import ResourcesSpec
 from include.settings import Settings
 
 
-def shared_outcomes(settings: Settings, ti) -> Path:
+def shared_outcomes(settings: Settings, ti):
     """Where a backfill run's `run_jobs` task records how each of its jobs ended."""
     return settings.layout.run_outcomes(f"{ti.dag_id}/{ti.run_id}")
 

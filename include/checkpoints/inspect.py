@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from include.checkpoints import reader
 from include.checkpoints.plan import plan_job, read_fingerprint
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 
-def committed_versions(table: Path, app_id: str) -> dict[int, int]:
+def committed_versions(table: StoragePath, app_id: str) -> dict[int, int]:
     """{batch id: Delta version} of the commits of `table` that carry `app_id`'s transaction."""
     found: dict[int, int] = {}
-    for log in sorted((Path(table) / "_delta_log").glob("*.json")):
+    for log in sorted((table / "_delta_log").glob("*.json")):
         for line in log.read_text().splitlines():
             txn = json.loads(line).get("txn") if '"txn"' in line else None
             if txn and txn.get("appId") == app_id:
@@ -33,7 +33,7 @@ def inspect(settings: Settings, registry: Registry, job: JobSpec,
             state_operators: list[dict] | None = None) -> dict[str, Any]:
     """A report of `job`'s checkpoint (the checkpoint may be missing: `exists` is then false)."""
     checkpoint = settings.layout.checkpoint(job.id)
-    files = [p for p in checkpoint.rglob("*") if p.is_file()] if checkpoint.is_dir() else []
+    files = list(checkpoint.rglob_files()) if checkpoint.is_dir() else []
     last_offsets, last_committed = reader.latest_offsets_batch(checkpoint), reader.latest_committed_batch(checkpoint)
     conf = reader.stored_conf(checkpoint)
     watermark = reader.committed_watermark_ms(checkpoint)
@@ -61,7 +61,7 @@ def inspect(settings: Settings, registry: Registry, job: JobSpec,
         "pinned_confs": conf,
         "watermark": datetime.fromtimestamp(watermark / 1000, UTC).isoformat() if watermark else None,
         "files": len(files),
-        "bytes": sum(p.stat().st_size for p in files),
+        "bytes": sum(size for _, size in files),
         "fingerprint_recorded": read_fingerprint(checkpoint) is not None,
         "plan": plan.as_dict(),
         "sinks": sinks,

@@ -13,12 +13,12 @@ import json
 import os
 import socket
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 
 class ActionPending(ValueError):
@@ -35,29 +35,23 @@ class Journal:
     started_at: str
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
-    path: str = ""
+    path: StoragePath | None = None
 
     @property
     def mode(self) -> str:
         return self.request["mode"]
 
     def save(self) -> None:
-        """Write the journal atomically (a crash leaves the old one or the new one, never half of one)."""
-        target = Path(self.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        with tmp.open("w") as handle:
-            json.dump({k: v for k, v in asdict(self).items() if k != "path"}, handle, indent=1, default=str)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(target)
+        """Write the journal whole (a crash leaves the old one or the new one, never half of one)."""
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "path"}
+        self.path.write_text(json.dumps(body, indent=1, default=str))
 
     def mark_done(self, index: int) -> None:
         self.steps[index]["done"] = True
         self.save()
 
     def remove(self) -> None:
-        Path(self.path).unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
 
     def progress(self) -> str:
         """`done: a, b; not done: c` over the steps."""
@@ -72,9 +66,9 @@ class Journal:
                 f"{self.progress()}. Finish it with `lakehouse checkpoint resume-action {job_id or self.targets[0]}`")
 
 
-def actions_dir(checkpoints_dir: Path) -> Path:
+def actions_dir(checkpoints_dir: StoragePath) -> StoragePath:
     """Where the journals live: `_actions/` beside the checkpoints (a checkpoint moved aside keeps none)."""
-    return Path(checkpoints_dir) / "_actions"
+    return checkpoints_dir / "_actions"
 
 
 def start(settings: Settings, request: dict[str, Any], targets: list[str], prepared: list[dict[str, Any]],
@@ -85,12 +79,12 @@ def start(settings: Settings, request: dict[str, Any], targets: list[str], prepa
     journal = Journal(action_id, request, list(targets), prepared,
                       [{"job": job, "name": name, "done": False} for job, name in steps],
                       now.isoformat(timespec="seconds"),
-                      path=str(actions_dir(settings.layout.checkpoints) / f"{action_id}.json"))
+                      path=actions_dir(settings.layout.checkpoints) / f"{action_id}.json")
     journal.save()
     return journal
 
 
-def pending(checkpoints_dir: Path) -> list[Journal]:
+def pending(checkpoints_dir: StoragePath) -> list[Journal]:
     """Every unfinished action of the lakehouse whose checkpoints live in `checkpoints_dir`, oldest first."""
     found = []
     for path in sorted(actions_dir(checkpoints_dir).glob("*.json")):
@@ -99,7 +93,7 @@ def pending(checkpoints_dir: Path) -> list[Journal]:
         except (OSError, json.JSONDecodeError) as exc:
             raise ActionPending(f"checkpoint action journal {path} is unreadable ({exc}): restore it, or move it aside "
                                 "once you have checked the jobs it names by hand") from exc
-        found.append(Journal(**body, path=str(path)))
+        found.append(Journal(**body, path=path))
     return found
 
 
@@ -108,9 +102,9 @@ def pending_for(settings: Settings, job_id: str) -> Journal | None:
     return pending_for_checkpoint(settings.layout.checkpoint(job_id), job_id)
 
 
-def pending_for_checkpoint(checkpoint: Path, job_id: str) -> Journal | None:
+def pending_for_checkpoint(checkpoint: StoragePath, job_id: str) -> Journal | None:
     """The same, found from the job's checkpoint path."""
-    return next((j for j in pending(Path(checkpoint).parent) if job_id in j.targets), None)
+    return next((j for j in pending(checkpoint.parent) if job_id in j.targets), None)
 
 
 def refuse_if_pending(settings: Settings, job_id: str, inside: str | None = None) -> None:

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
 from include.registry import JobSpec, Registry, StreamJoin
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 MODES = ("resume", "repartition", "reset-checkpoint", "full-refresh")
 PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
@@ -93,11 +93,11 @@ def _at_default(spec_field: Field, value: Any) -> bool:
     return spec_field.default_factory is not MISSING and value == spec_field.default_factory()
 
 
-def fingerprint_path(checkpoint: Path) -> Path:
-    return Path(checkpoint) / FINGERPRINT_FILE
+def fingerprint_path(checkpoint: StoragePath) -> StoragePath:
+    return checkpoint / FINGERPRINT_FILE
 
 
-def read_fingerprint(checkpoint: Path) -> dict[str, Any] | None:
+def read_fingerprint(checkpoint: StoragePath) -> dict[str, Any] | None:
     """The recorded fingerprint, or None for a checkpoint made before fingerprints were kept."""
     path = fingerprint_path(checkpoint)
     try:
@@ -109,12 +109,9 @@ def read_fingerprint(checkpoint: Path) -> dict[str, Any] | None:
                          "checkpoint aside and rebuild the job, or restore the file") from exc
 
 
-def write_fingerprint(checkpoint: Path, print_: dict[str, Any]) -> None:
-    path = fingerprint_path(checkpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"version": FINGERPRINT_VERSION, "fingerprint": print_}, indent=2, sort_keys=True))
-    tmp.replace(path)
+def write_fingerprint(checkpoint: StoragePath, print_: dict[str, Any]) -> None:
+    fingerprint_path(checkpoint).write_text(  # whole: a rename locally, one PUT on S3
+        json.dumps({"version": FINGERPRINT_VERSION, "fingerprint": print_}, indent=2, sort_keys=True))
 
 
 @dataclass(frozen=True)
@@ -166,7 +163,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[str, Any] | None = None,
+def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded: dict[str, Any] | None = None,
              pinned_partitions: int | None = None, inside_action: str | None = None,
              settings: Settings | None = None) -> Plan:
     """The plan for starting `job` on `checkpoint` with the registry as it is now.
@@ -182,7 +179,7 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[
     journal = pending_for_checkpoint(checkpoint, job.id)
     if journal is not None and journal.id != inside_action:
         return Plan(job.id, PENDING, note=journal.describe(job.id))
-    if not (Path(checkpoint) / "offsets").is_dir():
+    if not (checkpoint / "offsets").is_dir():
         return Plan(job.id, "resume", note="no checkpoint yet: the job starts from the beginning of its inputs")
     recorded = recorded if recorded is not None else read_fingerprint(checkpoint)
     current = fingerprint(job, registry)
@@ -198,7 +195,7 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[
     kafka = [source for source in job.sources if source.kind == "kafka"]
     positions = KAFKA_POSITIONS if kafka else DELTA_POSITIONS
     if kafka and settings is not None:
-        topic_changes, topic_notes = _kafka_changes(settings, kafka, Path(checkpoint))
+        topic_changes, topic_notes = _kafka_changes(settings, kafka, checkpoint)
         changes += topic_changes
         note = "; ".join(filter(None, (note, *topic_notes)))
     mode = max((c.mode for c in changes), key=MODES.index, default="resume")
@@ -206,7 +203,7 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: Path, recorded: dict[
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
-def _kafka_changes(settings: Settings, sources: list, checkpoint: Path) -> tuple[tuple[Change, ...], list[str]]:
+def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:
     """The changes (and notes) the checkpoint's Kafka offsets need against the topics on the broker."""
     from include.kafka.broker import BrokerError
     from include.kafka.connection import bootstrap_servers
@@ -252,14 +249,14 @@ class PlanRequired(ValueError):
         )
 
 
-def read_start_position(checkpoint: Path) -> dict[str, str] | None:
+def read_start_position(checkpoint: StoragePath) -> dict[str, str] | None:
     """Delta source options (startingVersion / startingTimestamp) a reset left for a new checkpoint."""
     try:
-        return json.loads((Path(checkpoint) / START_FILE).read_text())
+        return json.loads((checkpoint / START_FILE).read_text())
     except FileNotFoundError:
         return None
 
 
-def write_start_position(checkpoint: Path, options: dict[str, str]) -> None:
-    Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    (Path(checkpoint) / START_FILE).write_text(json.dumps(options))
+def write_start_position(checkpoint: StoragePath, options: dict[str, str]) -> None:
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / START_FILE).write_text(json.dumps(options))

@@ -8,10 +8,12 @@ The key counts are those of the latest snapshot at or before the version (change
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+
+from include.storage.paths import StoragePath
 
 
 @dataclass(frozen=True)
@@ -20,12 +22,12 @@ class PartitionFiles:
     keys: int  # keys of the snapshot (every store and column family of the partition)
 
 
-def _stores(partition: Path) -> list[Path]:
+def _stores(partition: StoragePath) -> list[StoragePath]:
     stores = [d for d in partition.iterdir() if d.is_dir() and d.name != "SSTs" and not d.name.startswith("_")]
     return stores or [partition]
 
 
-def partition_files(partition: Path, version: int) -> PartitionFiles:
+def partition_files(partition: StoragePath, version: int) -> PartitionFiles:
     """Bytes and keys of one state partition at `version` (zeros when it holds nothing yet)."""
     if not partition.is_dir():
         return PartitionFiles(0, 0)
@@ -36,7 +38,7 @@ def partition_files(partition: Path, version: int) -> PartitionFiles:
         if snapshots:
             archive = store / f"{base}.zip"
             size += archive.stat().st_size
-            with zipfile.ZipFile(archive) as snapshot:
+            with zipfile.ZipFile(io.BytesIO(archive.read_bytes())) as snapshot:
                 metadata = json.loads(snapshot.read("metadata").decode().split("\n", 1)[1])
             size += sum(f["sizeBytes"] for f in metadata.get("sstFiles", []))
             keys += int(metadata.get("numKeys", 0))
@@ -44,9 +46,9 @@ def partition_files(partition: Path, version: int) -> PartitionFiles:
     return PartitionFiles(size, keys)
 
 
-def operator_partitions(checkpoint: Path, version: int) -> dict[int, list[PartitionFiles]]:
+def operator_partitions(checkpoint: StoragePath, version: int) -> dict[int, list[PartitionFiles]]:
     """Per state operator id, its partitions' files at `version` (state version = batch id + 1)."""
-    state = Path(checkpoint) / "state"
+    state = checkpoint / "state"
     if not state.is_dir():
         return {}
     operators = {}

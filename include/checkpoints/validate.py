@@ -14,15 +14,16 @@ What is checked (cheaply, without Spark):
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import zipfile
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from include.checkpoints.reader import batch_ids, latest_committed_batch, shuffle_partitions
 from include.registry import JobSpec
 from include.settings import Settings
-from include.storage.files import local_path
+from include.storage.paths import StoragePath, storage_path
 
 LZ4_MAGIC = b"LZ4Block"
 _STATE_FILE = re.compile(r"^(\d+)\.(changelog|zip|delta|snapshot)$")
@@ -45,7 +46,7 @@ def check_job_files(settings: Settings, job: JobSpec) -> None:
         _check_delta_log(settings.layout.table(table), job)
 
 
-def _recovery(job: JobSpec, checkpoint: Path) -> str:
+def _recovery(job: JobSpec, checkpoint: StoragePath) -> str:
     modes = [f"`lakehouse checkpoint full-refresh {job.id} --cascade` rebuilds it from all its input"]
     if all(s.kind == "delta" for s in job.sources):
         modes.append(f"`lakehouse checkpoint reset-checkpoint {job.id} --from-latest` keeps its table and goes on "
@@ -53,11 +54,11 @@ def _recovery(job: JobSpec, checkpoint: Path) -> str:
     return f"restore the file from a backup or an archived copy ({checkpoint}.reset-<n>), or: " + "; ".join(modes)
 
 
-def _damaged(job: JobSpec, checkpoint: Path, path: Path, what: str) -> CheckpointDamaged:
+def _damaged(job: JobSpec, checkpoint: StoragePath, path: StoragePath, what: str) -> CheckpointDamaged:
     return CheckpointDamaged(f"job {job.id!r}: checkpoint file {path} {what}; {_recovery(job, checkpoint)}")
 
 
-def _read_log_file(job: JobSpec, checkpoint: Path, path: Path, first_json_line: int) -> list[str]:
+def _read_log_file(job: JobSpec, checkpoint: StoragePath, path: StoragePath, first_json_line: int) -> list[str]:
     try:
         lines = path.read_bytes().decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -74,7 +75,7 @@ def _read_log_file(job: JobSpec, checkpoint: Path, path: Path, first_json_line: 
     return lines
 
 
-def _check_logs(checkpoint: Path, job: JobSpec) -> None:
+def _check_logs(checkpoint: StoragePath, job: JobSpec) -> None:
     metadata = checkpoint / "metadata"
     try:
         json.loads(metadata.read_text(encoding="utf-8").splitlines()[0])["id"]
@@ -96,13 +97,13 @@ def _check_logs(checkpoint: Path, job: JobSpec) -> None:
                            "is committed")
 
 
-def _check_state(checkpoint: Path, job: JobSpec) -> None:
+def _check_state(checkpoint: StoragePath, job: JobSpec) -> None:
     committed = latest_committed_batch(checkpoint)
     if committed is not None and shuffle_partitions(checkpoint) is not None:
         check_state_version(checkpoint, job, committed + 1)  # what batch `committed` wrote: the next batch loads
 
 
-def check_state_version(checkpoint: Path, job: JobSpec, version: int) -> None:
+def check_state_version(checkpoint: StoragePath, job: JobSpec, version: int) -> None:
     """Raise CheckpointDamaged unless every state store of the checkpoint can load `version`."""
     partitions = shuffle_partitions(checkpoint) or 0
     state = checkpoint / "state"
@@ -118,8 +119,8 @@ def check_state_version(checkpoint: Path, job: JobSpec, version: int) -> None:
                 _check_store_files(job, checkpoint, store, version)
 
 
-def _check_store_files(job: JobSpec, checkpoint: Path, store: Path, version: int) -> None:
-    files: dict[int, dict[str, Path]] = {}
+def _check_store_files(job: JobSpec, checkpoint: StoragePath, store: StoragePath, version: int) -> None:
+    files: dict[int, dict[str, StoragePath]] = {}
     for path in store.iterdir():
         match = _STATE_FILE.match(path.name)
         if match:
@@ -134,39 +135,37 @@ def _check_store_files(job: JobSpec, checkpoint: Path, store: Path, version: int
                            f"needs every change since {'snapshot ' + str(base) if base else 'the start'})")
     for needed in range(base, version + 1):
         for kind, path in files.get(needed, {}).items():
-            if kind == "zip" and not zipfile.is_zipfile(path):
+            if kind == "zip" and not zipfile.is_zipfile(io.BytesIO(path.read_bytes())):
                 raise _damaged(job, checkpoint, path, "is truncated (not a complete zip file)")
             if kind != "zip" and not _complete_lz4(path):
                 raise _damaged(job, checkpoint, path, "is truncated (no end mark)")
 
 
-def _complete_lz4(path: Path) -> bool:
+def _complete_lz4(path: StoragePath) -> bool:
     """A file of Spark's lz4 codec ends with an empty block (the end mark); files of other codecs pass."""
-    with path.open("rb") as handle:
-        if handle.read(len(LZ4_MAGIC)) != LZ4_MAGIC:
-            return True
-        handle.seek(0, 2)
-        if handle.tell() < 21 + len(LZ4_MAGIC):
-            return False
-        handle.seek(-21, 2)
-        tail = handle.read()
+    data = path.read_bytes()
+    if not data.startswith(LZ4_MAGIC):
+        return True
+    if len(data) < 21 + len(LZ4_MAGIC):
+        return False
+    tail = data[-21:]
     return tail[: len(LZ4_MAGIC)] == LZ4_MAGIC and tail[9:] == b"\0" * 12
 
 
-def _check_landing_paths(settings: Settings, checkpoint: Path, job: JobSpec) -> None:
+def _check_landing_paths(settings: Settings, checkpoint: StoragePath, job: JobSpec) -> None:
     log_dir = checkpoint / "sources" / "0"
     entries = sorted((p for p in log_dir.iterdir() if p.name.split(".")[0].isdigit()),
                      key=lambda p: int(p.name.split(".")[0])) if log_dir.is_dir() else []
     if not entries:
         return
     lines = _read_log_file(job, checkpoint, entries[-1], 1)
-    recorded = Path(local_path(json.loads(lines[-1])["path"])).parent
+    recorded = storage_path(json.loads(lines[-1])["path"], settings.s3).parent
     source = next(s for s in job.sources if s.kind == "landing")
-    landing = settings.layout.landing(source.path).resolve()
-    if recorded.resolve() == landing or landing in recorded.resolve().parents:
+    landing = settings.layout.landing(source.path)
+    if _within(recorded, landing):
         return
     old_root = recorded
-    for _ in Path(source.path).parts:
+    for _ in PurePosixPath(source.path).parts:
         old_root = old_root.parent
     raise CheckpointDamaged(
         f"job {job.id!r}: checkpoint {checkpoint} records landing files under {recorded}, but this lakehouse "
@@ -176,7 +175,15 @@ def _check_landing_paths(settings: Settings, checkpoint: Path, job: JobSpec) -> 
     )
 
 
-def _check_delta_log(table: Path, job: JobSpec) -> None:
+def _within(path: StoragePath, directory: StoragePath) -> bool:
+    """Whether `path` is `directory` or lies under it (local paths with their symbolic links resolved)."""
+    if path.is_local and directory.is_local:
+        path, directory = path.resolve(), directory.resolve()
+        return path == directory or directory in path.parents
+    return str(path) == str(directory) or str(path).startswith(str(directory).rstrip("/") + "/")
+
+
+def _check_delta_log(table: StoragePath, job: JobSpec) -> None:
     log = table / "_delta_log"
     if not log.is_dir():
         return

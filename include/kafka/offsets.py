@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
 from include.registry.sources import parse_timestamp
+from include.storage.paths import StoragePath
 
 
 def starting_options(position: str) -> dict[str, str]:
@@ -67,7 +67,7 @@ def require_topics(bootstrap: str, topics: tuple[str, ...]) -> dict[str, list[Pa
     return ranges
 
 
-def checkpoint_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
+def checkpoint_offsets(checkpoint: StoragePath) -> dict[str, dict[int, int]]:
     """{topic: {partition: next offset to read}} of the checkpoint's Kafka sources, as its latest committed batch
     left them (its first planned batch when none committed); {} when it holds none."""
     from include import checkpoints
@@ -77,7 +77,7 @@ def checkpoint_offsets(checkpoint: Path) -> dict[str, dict[int, int]]:
     return {} if batch is None else batch_offsets(checkpoint, batch)
 
 
-def batch_offsets(checkpoint: Path, batch: int) -> dict[str, dict[int, int]]:
+def batch_offsets(checkpoint: StoragePath, batch: int) -> dict[str, dict[int, int]]:
     """{topic: {partition: offset}} of the Kafka sources in the offset log's entry of `batch` (where that batch
     ends); {} when the entry is gone or holds no Kafka offsets."""
     from include import checkpoints
@@ -127,7 +127,7 @@ class TopicCheck:
     on_broker: dict[str, dict[int, tuple[int, int]]] | None = None
 
 
-def check_checkpoint(bootstrap: str, topics: tuple[str, ...], checkpoint: Path, fail_on_data_loss: bool) -> TopicCheck:
+def check_checkpoint(bootstrap: str, topics: tuple[str, ...], checkpoint: StoragePath, fail_on_data_loss: bool) -> TopicCheck:
     """The checkpoint's offsets of `topics` against the topics on the broker (BrokerError when none answers)."""
     read = {t: o for t, o in checkpoint_offsets(checkpoint).items() if t in topics}
     if not read:

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import socket
-from pathlib import Path
-
 from include.ops import lease
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 
 def driver_pid(settings: Settings, group: str) -> int | None:
@@ -16,13 +14,13 @@ def driver_pid(settings: Settings, group: str) -> int | None:
     if not lease.is_held(settings, group, path):
         return None
     owner = lease.read_lease(settings, group, path) or {}
-    return owner.get("pid") if owner.get("host") == socket.gethostname() else None
+    return owner.get("pid") if owner.get("host") == lease.host_name() else None
 
 
 def running(settings: Settings, group: str) -> bool:
     return lease.is_held(settings, group, settings.layout.group_lease(group))
 
 
-def outcomes(settings: Settings, group: str) -> Path:
+def outcomes(settings: Settings, group: str) -> StoragePath:
     """Where the group's driver records how each of its jobs ended (include/ops/run_outcomes.py)."""
     return settings.layout.run_outcomes(f"group-{group}")

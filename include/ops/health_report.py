@@ -11,17 +11,18 @@ batch that has one). `health.json` beside the page holds the series drawn.
 from __future__ import annotations
 
 import html
+import io
 import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from include.ops.health import STATE_HEALTH, check_job
 from include.ops.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.storage import delta as delta_store
+from include.storage.paths import StoragePath
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def panels(job: JobSpec, rows: list[dict]) -> dict[str, dict[str, list[float | N
     return charts
 
 
-def draw(rows: list[dict], charts: dict[str, dict[str, list]], interval_seconds: int | None, path: Path) -> None:
+def draw(rows: list[dict], charts: dict[str, dict[str, list]], interval_seconds: int | None, path: StoragePath) -> None:
     """The job's panels, one above the other, as one SVG; legends beside the plots, never over a point."""
     import matplotlib
 
@@ -96,9 +97,10 @@ def draw(rows: list[dict], charts: dict[str, dict[str, list]], interval_seconds:
     bottom.xaxis.set_major_locator(locator)
     bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     bottom.set_xlabel("batch progress time (UTC)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="svg", bbox_inches="tight")
+    image = io.BytesIO()
+    figure.savefig(image, format="svg", bbox_inches="tight")
     plt.close(figure)
+    path.write_bytes(image.getvalue())
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def render_table(rows: list[JobHealthRow]) -> str:
     return "\n".join([f"{'job':<34} {'batches':>7}  {'status':<11} problems", *(r.render() for r in rows)])
 
 
-def build(settings: Settings, registry: Registry) -> Path:
+def build(settings: Settings, registry: Registry) -> StoragePath:
     """(Re)write the report: index.html, an SVG per job that ran, and `health.json` (per job: batches, status,
     problems and the series of each chart drawn); returns index.html."""
     directory = settings.layout.health_report
@@ -178,13 +180,8 @@ and rows dropped (jobs with a watermark, once they have one). The data drawn: <a
 {"".join(sections)}
 </body></html>
 """
-    _write(directory / "health.json", json.dumps(data, indent=1, default=str))
-    _write(index, page)
+    (directory / "health.json").write_text(json.dumps(data, indent=1, default=str))  # each whole
+    index.write_text(page)
     log.info("pipeline-health report: %s", index)
     return index
 
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

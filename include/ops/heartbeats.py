@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 
 from include.settings import Settings
 from include.storage.files import read_json, write_json_atomically
+from include.storage.paths import StoragePath
 
 
-def write_heartbeat(settings: Settings, job_id: str, **fields) -> Path:
+def write_heartbeat(settings: Settings, job_id: str, **fields) -> StoragePath:
     """Atomically refresh the job's heartbeat with `fields` (status, query_id, batch_id, ...)."""
     path = settings.layout.heartbeat(job_id)
     write_json_atomically(path, {"job": job_id, "pid": os.getpid(), "updated_at": datetime.now(UTC).isoformat(), **fields})

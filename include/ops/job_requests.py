@@ -4,22 +4,22 @@ start a job of the group that is not running."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from include.settings import Settings
 from include.storage.files import write_json_atomically
+from include.storage.paths import StoragePath
 
 KINDS = ("stop", "start")
 
 
-def request(settings: Settings, job_id: str, reason: str, kind: str = "stop") -> Path:
+def request(settings: Settings, job_id: str, reason: str, kind: str = "stop") -> StoragePath:
     """Ask the driver running (or, for `start`, hosting) the job to stop or start it."""
     path = settings.layout.job_request(kind, job_id)
     write_json_atomically(path, {"job": job_id, "reason": reason, "requested_at": datetime.now(UTC).isoformat()})
     return path
 
 
-def request_stop(settings: Settings, job_id: str, reason: str) -> Path:
+def request_stop(settings: Settings, job_id: str, reason: str) -> StoragePath:
     """Ask the running job to stop at its next batch boundary."""
     return request(settings, job_id, reason, "stop")
 

@@ -16,6 +16,7 @@ import sys
 from enum import IntEnum
 from pathlib import Path
 
+from include.jvm_archive import driver_java_options
 from include.registry import ResourcesSpec, Trigger
 from include.settings import REPO_ROOT, Settings
 
@@ -39,7 +40,7 @@ def job_environment(settings: Settings) -> dict[str, str]:
     workers."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     env = {
-        "LAKEHOUSE_ROOT": str(settings.root),
+        **settings.storage_environment(),
         "LAKEHOUSE_REGISTRY": str(settings.registry_path),
         "LAKEHOUSE_JARS_DIR": str(settings.jars_dir),
         "LAKEHOUSE_SPARK_LOG_LEVEL": settings.spark_log_level,
@@ -70,7 +71,7 @@ def submit_kwargs(settings: Settings, name: str, application_args: list[str],
         "name": name,
         "env_vars": job_environment(settings),
         "jars": ",".join(str(j) for j in sorted(settings.jars_dir.glob("*.jar"))),
-        "conf": {"spark.driver.extraJavaOptions": settings.driver_java_options(resources.jit(live))},
+        "conf": {"spark.driver.extraJavaOptions": driver_java_options(settings, resources.jit(live))},
         "driver_memory": resources.driver_memory or settings.spark_driver_memory,
         "executor_memory": resources.executor_memory,
         "executor_cores": resources.executor_cores,
@@ -106,11 +107,11 @@ def submit_command(kwargs: dict) -> list[str]:
 def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
     """The exit code and the one line of a failure a user can fix; None for anything else."""
     from include.kafka.broker import BrokerError
-    from include.ops.lease import LeaseHeld
+    from include.ops.lease import LeaseHeld, LeaseLost
     from include.registry import RegistryError
     from include.spark_session import JavaError
 
-    if isinstance(exc, LeaseHeld):
+    if isinstance(exc, LeaseHeld | LeaseLost):  # another process holds it (or took it over): not this one's
         return ExitCode.REFUSED, str(exc)
     if isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
         return ExitCode.FAILED, str(exc)

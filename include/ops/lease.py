@@ -1,11 +1,20 @@
 """At most one writer per checkpoint: a lease with expiry, held by the process running the job.
 
-The lease is `_checkpoints/<job>.lease` (beside the checkpoint, so a checkpoint reset keeps it).
-The owner record also says how the holder runs the job (`trigger`), so a backfill can tell a live
-job from another catch-up run.
-On one host an OS lock (flock) guards it, released by the kernel even on SIGKILL; the JSON body
-(owner pid, host, expiry renewed while the job runs) guards writers on other hosts that share the
-storage, and tells a refused starter who holds it.
+The lease is `_checkpoints/<job>.lease` (beside the checkpoint, so a checkpoint reset keeps it); a group's driver
+holds `_ops/groups/<group>.lease`. Its owner record (pid, host, since when, until when, and how the holder runs the
+job: `trigger`, or the checkpoint `action`) tells a refused starter who holds it.
+
+Two implementations behind one interface, chosen by where the lakehouse lives:
+
+- A local root: an OS lock (flock) on the file, released by the kernel even on SIGKILL, plus the owner record.
+- An object store (S3): the lease object itself, written with conditional puts. Taken by creating it only if absent
+  (or, when its holder released it, let it expire or died on this host, by replacing exactly the version read);
+  renewed every `ttl / 3` by replacing exactly the version this holder wrote last; released by deleting that
+  version. Nobody takes it over while its holder renews it: another host waits until `expires_at` (the holder's
+  last renewal + `ttl`, LAKEHOUSE_LEASE_SECONDS); on the holder's own host a holder whose process is gone is
+  replaced at once. A holder that cannot renew for `ttl / 2` (the store unreachable, the process paused) counts
+  its lease as lost before anyone may take it (:meth:`Lease.check` raises :class:`LeaseLost`): the jobs stop their
+  queries and commit nothing more. Hosts' clocks must agree to within `ttl / 2`.
 """
 
 from __future__ import annotations
@@ -17,14 +26,15 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 from include.settings import Settings
 from include.storage.files import read_json
+from include.storage.paths import StoragePath, VersionMismatch
 
 log = logging.getLogger(__name__)
 DEFAULT_TTL_SECONDS = 60.0
@@ -34,7 +44,17 @@ class LeaseHeld(RuntimeError):
     """Another process holds the job's checkpoint lease."""
 
 
-def read_lease(settings: Settings, job_id: str, path: Path | None = None) -> dict | None:
+class LeaseLost(RuntimeError):
+    """This process no longer holds its lease (another took it over, or it could not renew in time)."""
+
+
+def host_name() -> str:
+    """This host's name in lease records (LAKEHOUSE_HOST_NAME overrides the OS's: hosts that share a name, or a
+    test standing in for another host)."""
+    return os.environ.get("LAKEHOUSE_HOST_NAME", "").strip() or socket.gethostname()
+
+
+def read_lease(settings: Settings, job_id: str, path: StoragePath | None = None) -> dict | None:
     return read_json(path or settings.layout.lease(job_id))
 
 
@@ -53,54 +73,137 @@ def describe_holder(job_id: str, owner: dict | None) -> str:
     )
 
 
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot, /proc), or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _holder_gone(owner: dict) -> bool:
+    """True when the owner record names a process of this host that no longer runs (its pid is gone or reused)."""
+    if owner.get("host") != host_name() or not owner.get("pid"):
+        return False
+    started = _process_start(int(owner["pid"]))
+    return started is None or (owner.get("pid_start") not in (None, started))
+
+
+def _free(owner: dict | None) -> bool:
+    """Whether an object lease with this record may be taken: released, expired, or its holder gone."""
+    return (not owner or bool(owner.get("released")) or owner.get("expires_at", 0) < time.time()
+            or _holder_gone(owner))
+
+
 @dataclass
 class Lease:
     job_id: str
-    path: Path
-    fd: int
+    path: StoragePath
     ttl_seconds: float
     acquired_at: str
     trigger: str = ""
-    renewed_at: float = 0.0
     action: str = ""  # set while a checkpoint action holds the lease: which one
+    fd: int | None = None  # a local root's flock'ed file
+    version: str = ""  # an object lease's version this holder wrote last
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    renewed_at: float = 0.0  # wall clock of the last renewal
+    valid_until: float = 0.0  # monotonic: past this, without a renewal, the lease counts as lost (object leases)
+    lost: str = ""  # why the lease was lost, once it was
+    sequence: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # renewals from two threads
 
-    def renew(self, force: bool = False) -> None:
-        """Push the expiry forward; cheap to call often (writes at most every ttl/3 seconds)."""
-        with self._lock:
-            self._renew(force)
+    def body(self, now: float) -> dict:
+        return {"job": self.job_id, "pid": os.getpid(), "pid_start": _process_start(os.getpid()),
+                "host": host_name(), "acquired_at": self.acquired_at, "expires_at": now + self.ttl_seconds,
+                "ttl_seconds": self.ttl_seconds, "trigger": self.trigger, "token": self.token,
+                "sequence": self.sequence, **({"action": self.action} if self.action else {})}
 
-    def _renew(self, force: bool) -> None:
-        now = time.time()
-        if not force and now - self.renewed_at < self.ttl_seconds / 3:
-            return
-        body = {
-            "job": self.job_id,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "acquired_at": self.acquired_at,
-            "expires_at": now + self.ttl_seconds,
-            "trigger": self.trigger,
-            **({"action": self.action} if self.action else {}),
-        }
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps(body).encode(), 0)
-        self.renewed_at = now
+    def renew(self, force: bool = False) -> None:
+        """Push the expiry forward; cheap to call often (writes at most every ttl/3 seconds). An object lease found
+        taken over is marked lost (see :meth:`check`); a renewal the store did not answer is tried again next time."""
+        with self._lock:
+            now = time.time()
+            if self.lost or (not force and now - self.renewed_at < self.ttl_seconds / 3):
+                return
+            if self.fd is not None:
+                os.ftruncate(self.fd, 0)
+                os.pwrite(self.fd, json.dumps(self.body(now)).encode(), 0)
+                self.renewed_at = now
+                return
+            started = time.monotonic()
+            self.sequence += 1
+            body = json.dumps(self.body(now)).encode()
+            try:
+                self.version = self.path.replace_if(body, self.version)
+            except VersionMismatch:
+                if not self._written_by_me(body):
+                    owner = read_json(self.path) or {}
+                    holder = f"pid {owner.get('pid')} on {owner.get('host')}" if owner else "nobody (released)"
+                    self.lost = f"its lease {self.path} was taken over by {holder}"
+                    log.error("job=%s lost its lease: %s", self.job_id, self.lost)
+                    return
+            except Exception as exc:  # the store unreachable: try again; check() fences once it is too late
+                self.sequence -= 1
+                log.warning("job=%s could not renew its lease (%s); trying again", self.job_id, exc)
+                return
+            self.renewed_at = now
+            self.valid_until = started + self.ttl_seconds / 2
+
+    def _written_by_me(self, body: bytes) -> bool:
+        """After a rejected replace: whether the object holds `body` anyway (an answer lost, the put retried)."""
+        try:
+            data, version = self.path.read_versioned()
+        except FileNotFoundError:
+            return False
+        if data != body:
+            return False
+        self.version = version
+        return True
+
+    def check(self) -> None:
+        """Raise LeaseLost unless this process may still commit as the lease's holder: it was not taken over, and
+        (object leases) it was renewed within the last ttl/2 seconds, long before another host may take it."""
+        if not self.lost and self.fd is None and time.monotonic() > self.valid_until:
+            self.renew(force=True)
+            if time.monotonic() > self.valid_until and not self.lost:
+                self.lost = f"its lease {self.path} was not renewed for over {self.ttl_seconds / 2:.0f} s"
+        if self.lost:
+            raise LeaseLost(f"job {self.job_id!r} stopped: {self.lost}; it commits nothing more")
 
     def release(self) -> None:
-        try:
-            os.ftruncate(self.fd, 0)
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
+        if self.fd is not None:
+            try:
+                os.ftruncate(self.fd, 0)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+        elif not self.lost:
+            try:
+                self.path.delete_if(self.version)
+            except VersionMismatch:
+                log.warning("job=%s: its lease was taken over before it released it", self.job_id)
+                return
         log.info("job=%s released its checkpoint lease", self.job_id)
 
 
-def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float = DEFAULT_TTL_SECONDS,
-            action: str = "", path: Path | None = None) -> Lease:
+def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float | None = None,
+            action: str = "", path: StoragePath | None = None) -> Lease:
     """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder. `path`:
     another lease than a job's (a group's driver: include/ops/groups.py)."""
     path = path or settings.layout.lease(job_id)
+    lease = Lease(job_id, path, ttl_seconds or settings.lease_seconds,
+                  datetime.now(UTC).isoformat(timespec="seconds"), trigger, action)
+    if path.is_local:
+        _acquire_flock(settings, lease)
+    else:
+        _acquire_object(lease)
+    log.info("job=%s acquired its checkpoint lease", job_id)
+    return lease
+
+
+def _acquire_flock(settings: Settings, lease: Lease) -> None:
+    path = lease.path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     for attempt in range(10):  # a probe by is_held() holds a shared lock for microseconds
@@ -110,25 +213,55 @@ def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: flo
         except BlockingIOError:
             if attempt == 9:
                 os.close(fd)
-                raise LeaseHeld(describe_holder(job_id, read_lease(settings, job_id, path))) from None
+                raise LeaseHeld(describe_holder(lease.job_id, read_lease(settings, lease.job_id, path))) from None
             time.sleep(0.05)
-    owner = read_lease(settings, job_id, path)
-    if owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time():
+    owner = read_lease(settings, lease.job_id, path)
+    if owner and owner.get("host") != host_name() and owner.get("expires_at", 0) > time.time():
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        raise LeaseHeld(describe_holder(job_id, owner))
-    lease = Lease(job_id, path, fd, ttl_seconds, datetime.now(UTC).isoformat(timespec="seconds"), trigger,
-                  action=action)
+        raise LeaseHeld(describe_holder(lease.job_id, owner))
+    lease.fd = fd
     lease.renew(force=True)
-    log.info("job=%s acquired its checkpoint lease", job_id)
-    return lease
+
+
+def _acquire_object(lease: Lease) -> None:
+    started = time.monotonic()
+    now = time.time()
+    body = json.dumps(lease.body(now)).encode()
+    for _ in range(5):  # the object may change between our read and our write: look again
+        try:
+            lease.version = lease.path.create_exclusive(body)
+            break
+        except FileExistsError:
+            pass
+        try:
+            data, version = lease.path.read_versioned()
+        except FileNotFoundError:
+            continue  # released meanwhile
+        try:
+            owner = json.loads(data)
+        except json.JSONDecodeError:
+            owner = None
+        if not _free(owner):
+            raise LeaseHeld(describe_holder(lease.job_id, owner))
+        try:
+            lease.version = lease.path.replace_if(body, version)
+            if owner and not owner.get("released"):
+                log.warning("job=%s: took over the lease of pid %s on %s (%s)", lease.job_id, owner.get("pid"),
+                            owner.get("host"), "its process is gone" if _holder_gone(owner) else "expired")
+            break
+        except VersionMismatch:
+            continue
+    else:
+        raise LeaseHeld(describe_holder(lease.job_id, read_json(lease.path)))
+    lease.renewed_at = now
+    lease.valid_until = started + lease.ttl_seconds / 2
 
 
 def wait_while_catching_up(settings: Settings, job_ids: list[str], timeout: float) -> list[str]:
     """Wait, up to `timeout` seconds, while another available-now run holds the lease of one of `job_ids` (a
     backfill task's previous try still stopping at its batch boundary, or a run by hand): it ends by itself. Live
     holders and checkpoint actions are not waited for. Returns the jobs still held by such a run."""
-    import time
 
     def catching_up() -> list[str]:
         return [j for j in job_ids if is_held(settings, j)
@@ -144,9 +277,12 @@ def wait_while_catching_up(settings: Settings, job_ids: list[str], timeout: floa
     return waiting
 
 
-def is_held(settings: Settings, job_id: str, path: Path | None = None) -> bool:
-    """True while a process holds the lease: probes the lock (same host) or the expiry (other hosts)."""
+def is_held(settings: Settings, job_id: str, path: StoragePath | None = None) -> bool:
+    """True while a process holds the lease: probes the lock (a local root: same host) or the owner record (other
+    hosts; an object lease: not released, not expired, its holder not gone from this host)."""
     path = path or settings.layout.lease(job_id)
+    if not path.is_local:
+        return not _free(read_lease(settings, job_id, path))
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
@@ -159,7 +295,7 @@ def is_held(settings: Settings, job_id: str, path: Path | None = None) -> bool:
     finally:
         os.close(fd)
     owner = read_lease(settings, job_id, path)
-    return bool(owner and owner.get("host") != socket.gethostname() and owner.get("expires_at", 0) > time.time())
+    return bool(owner and owner.get("host") != host_name() and owner.get("expires_at", 0) > time.time())
 
 
 @contextmanager
@@ -174,19 +310,29 @@ def hold(settings: Settings, job_ids: list[str], action: str) -> Iterator[dict[s
         for taken in held.values():
             taken.release()
         raise LeaseHeld(f"{holder}; stop it first (lakehouse stop {job_id} --wait 120)") from None
+    with renewing(list(held.values())):
+        try:
+            yield held
+        finally:
+            for taken in held.values():
+                taken.release()
+
+
+@contextmanager
+def renewing(leases: list[Lease]) -> Iterator[None]:
+    """Renew `leases` from a background thread while the block runs (a holder whose own loop may block long)."""
     stop = threading.Event()
+    interval = min(lease.ttl_seconds for lease in leases) / 6 if leases else 10.0
 
     def renew() -> None:
-        while not stop.wait(DEFAULT_TTL_SECONDS / 3):
-            for taken in held.values():
+        while not stop.wait(interval):
+            for taken in leases:
                 taken.renew()
 
     renewer = threading.Thread(target=renew, name="lease-renewal", daemon=True)
     renewer.start()
     try:
-        yield held
+        yield
     finally:
         stop.set()
         renewer.join()
-        for taken in held.values():
-            taken.release()

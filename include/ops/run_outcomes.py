@@ -8,12 +8,11 @@ its checkpoint lease), `not_run` (an upstream job failed in this run, or the run
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from include.storage.files import read_json, write_json_atomically
+from include.storage.paths import StoragePath
 
 RAN = ("finished", "stopped")  # the job ran to its end in the shared driver: its own task has nothing left to do
 
@@ -31,16 +30,16 @@ class Outcome:
         return self.status in RAN
 
 
-def clear(directory: Path) -> None:
+def clear(directory: StoragePath) -> None:
     """Forget the outcomes of an earlier try of the same run."""
-    shutil.rmtree(directory, ignore_errors=True)
+    directory.rmtree()
 
 
-def record(directory: Path, outcome: Outcome) -> None:
+def record(directory: StoragePath, outcome: Outcome) -> None:
     stamped = Outcome(**{**asdict(outcome), "at": datetime.now(UTC).isoformat()})
     write_json_atomically(directory / f"{outcome.job}.json", asdict(stamped))
 
 
-def read(directory: Path, job_id: str) -> Outcome | None:
+def read(directory: StoragePath, job_id: str) -> Outcome | None:
     data = read_json(directory / f"{job_id}.json")
     return Outcome(**data) if data else None

@@ -11,18 +11,17 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from include.quality.suites import TableSpec
 from include.quality.timestamps import MICROS, epoch_micros
 from include.storage import delta as delta_store
+from include.storage.paths import StoragePath
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +40,10 @@ class RowSelection:
         return self.files is not None
 
 
-def select_rows(path: Path, spec: TableSpec, latest: int, last_validated: int | None,
+def select_rows(path: StoragePath, spec: TableSpec, latest: int, last_validated: int | None,
                 full: bool) -> RowSelection | None:
     """The rows of versions up to `latest` to validate, or None when none is newer than `last_validated`."""
-    whole = RowSelection(0, latest, None, DeltaTable(str(path), version=latest).count())
+    whole = RowSelection(0, latest, None, delta_store.open_table(path, version=latest).count())
     if full or last_validated is None:
         return whole
     if last_validated > latest:
@@ -55,7 +54,7 @@ def select_rows(path: Path, spec: TableSpec, latest: int, last_validated: int | 
         return None
     if spec.mode != "append":  # MERGE rewrites files: validate the snapshot
         return whole
-    if DeltaTable(str(path)).metadata().partition_columns:  # their values are not in the files
+    if delta_store.open_table(path).metadata().partition_columns:  # their values are not in the files
         return whole
     try:
         adds = [a for v in range(last_validated + 1, latest + 1) for a in delta_store.commit_files(path, v)]
@@ -66,13 +65,11 @@ def select_rows(path: Path, spec: TableSpec, latest: int, last_validated: int | 
     return RowSelection(last_validated + 1, latest, tuple(unquote(a["path"]) for a in adds), rows)
 
 
-def _num_records(path: Path, add: dict) -> int:
+def _num_records(path: StoragePath, add: dict) -> int:
     stats = json.loads(add.get("stats") or "{}")
     if "numRecords" in stats:
         return int(stats["numRecords"])
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path / unquote(add["path"])).metadata.num_rows
+    return delta_store.parquet_rows(path / unquote(add["path"]))
 
 
 class ArrowOps:
@@ -134,16 +131,15 @@ class SparkOps:
         return sum((self.F.col(c).isNotNull().cast("long") for c in columns), self.F.lit(0).cast("long"))
 
 
-def pandas_rows(path: Path, spec: TableSpec, selection: RowSelection, now_epoch: int) -> pd.DataFrame:
+def pandas_rows(path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int) -> pd.DataFrame:
     """The selected rows (only the columns the row checks need) plus the derived columns."""
     columns = list(spec.row_columns)
     if selection.files is None:
         rows = delta_store.read_table(path, version=selection.version_to, columns=columns)
     else:
-        import pyarrow.parquet as pq
-
-        schema = pa.schema(DeltaTable(str(path)).schema().to_arrow())
-        parts = [pq.read_table(path / f).select(schema.names).cast(schema).select(columns) for f in selection.files]
+        schema = pa.schema(delta_store.open_table(path).schema().to_arrow())
+        parts = [delta_store.read_parquet(path / f).select(schema.names).cast(schema).select(columns)
+                 for f in selection.files]
         rows = pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
     derived = spec.derived(ArrowOps(rows), now_epoch)
     frame = rows.select([c for c in spec.check_columns if c not in derived]).to_pandas()
@@ -152,11 +148,12 @@ def pandas_rows(path: Path, spec: TableSpec, selection: RowSelection, now_epoch:
     return frame[list(spec.check_columns)]
 
 
-def spark_rows(settings, path: Path, spec: TableSpec, selection: RowSelection, now_epoch: int):
+def spark_rows(settings, path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int):
     """The selected rows as a Spark DataFrame with the derived columns (for tables above the threshold)."""
     from include.spark_session import get_spark
 
-    files = DeltaTable(str(path), version=selection.version_to).file_uris() if selection.files is None else [str(path / f) for f in selection.files]
+    files = (delta_store.open_table(path, version=selection.version_to).file_uris() if selection.files is None
+             else [str(path / f) for f in selection.files])
     spark = get_spark(settings, app_name="lakehouse-quality")
     frame = spark.read.option("basePath", str(path)).parquet(*files).select(*spec.row_columns)
     derived = spec.derived(SparkOps(), now_epoch)

@@ -6,16 +6,21 @@ back into its config and keeps its stores next to it, so every run copies the co
 The Data Docs site is ``LAKEHOUSE_ROOT/_reports/data_docs/``. Validation definitions and checkpoints refer
 to the datasources of the run that made them, so they are dropped and rebuilt by every run; suites
 and validation results (the report's history) are kept. Runs on one lakehouse are serialized
-with a file lock (the ``data_quality`` DAG validates tables in parallel tasks).
+(the ``data_quality`` DAG validates tables in parallel tasks): a file lock on a local root, a lease on S3.
+
+GE writes to local directories: on an S3 root a run works in a copy of both folders under this host's directory
+(`_work/`), pulled from the root before it and pushed back after it (include/storage/mirror.py).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -33,21 +38,63 @@ DOCS_DIR_VARIABLE = "${LAKEHOUSE_DATA_DOCS_DIR}"
 DERIVED_STORES = ("validation_definitions", "checkpoints")
 AIRFLOW_TASK_META = "lakehouse_airflow_task"  # a validation result's Airflow task (UI path), if one ran it
 KEEP_VALIDATIONS_PER_SUITE = 50  # older validation results (and their Data Docs pages) are pruned
+QUALITY_LOCK_WAIT_SECONDS = 600.0  # how long a quality run waits for another to finish
+
+
+def workspace(settings: Settings) -> tuple[Path, Path]:
+    """The local folders GE works in, (its project, the Data Docs): the lakehouse's own on a local root; on S3 a
+    working copy under this host's directory."""
+    if settings.root.is_local:
+        return Path(str(settings.layout.gx_project)), Path(str(settings.layout.data_docs))
+    base = settings.layout.work / f"gx-{hashlib.sha1(str(settings.root).encode()).hexdigest()[:12]}"
+    return base / "gx", base / "data_docs"
 
 
 def docs_dir(settings: Settings) -> Path:
-    return settings.layout.data_docs
+    """Where GE writes the Data Docs (the root's own folder, or its working copy on S3)."""
+    return workspace(settings)[1]
+
+
+@contextmanager
+def _exclusive(settings: Settings, project: Path) -> Iterator[None]:
+    """One quality run at a time on the lakehouse: a file lock on a local root, a lease beside the report on S3."""
+    if settings.root.is_local:
+        with open(project / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+        return
+    from include.ops import lease
+
+    deadline = time.monotonic() + QUALITY_LOCK_WAIT_SECONDS
+    while True:
+        try:
+            held = lease.acquire(settings, "quality run", path=settings.layout.reports / "gx.lease")
+            break
+        except lease.LeaseHeld as holder:
+            if time.monotonic() > deadline:
+                raise lease.LeaseHeld(f"another quality run holds the report: {holder}") from None
+            time.sleep(1.0)
+    try:
+        with lease.renewing([held]):
+            yield
+    finally:
+        held.release()
 
 
 @contextmanager
 def open_context(settings: Settings) -> Iterator[Any]:
     """A GE file context on this lakehouse's copy of the project config, held under an exclusive lock."""
-    project = settings.layout.gx_project
+    from include.storage import mirror
+
+    project, docs = workspace(settings)
     (project / "gx").mkdir(parents=True, exist_ok=True)
-    docs_dir(settings).mkdir(parents=True, exist_ok=True)
-    with open(project / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        config = GX_CONFIG.read_text().replace(DOCS_DIR_VARIABLE, str(docs_dir(settings)))
+    docs.mkdir(parents=True, exist_ok=True)
+    with _exclusive(settings, project):
+        if not settings.root.is_local:
+            mirror.pull(settings.layout.gx_project, project)
+            mirror.pull(settings.layout.data_docs, docs)
+        config = GX_CONFIG.read_text().replace(DOCS_DIR_VARIABLE, str(docs))
+        (project / "gx").mkdir(parents=True, exist_ok=True)
         (project / "gx" / "great_expectations.yml").write_text(config)
         for derived in DERIVED_STORES:  # they name this run's datasources; rebuilt from the registry
             shutil.rmtree(project / "gx" / derived, ignore_errors=True)
@@ -55,6 +102,9 @@ def open_context(settings: Settings) -> Iterator[Any]:
         import great_expectations as gx
 
         yield gx.get_context(mode="file", project_root_dir=str(project))
+        if not settings.root.is_local:
+            mirror.push(project, settings.layout.gx_project)
+            mirror.push(docs, settings.layout.data_docs)
 
 
 def _expectation(check: Check, observed: dict[str, Any] | None):
@@ -153,7 +203,7 @@ def _observed(check: Check, result) -> Any:
 def prune_validations(settings: Settings, keep: int = KEEP_VALIDATIONS_PER_SUITE) -> int:
     """Delete all but the newest `keep` validation results per suite; the next Data Docs index build
     drops their pages. Returns how many were deleted."""
-    store = settings.layout.gx_project / "gx" / "validations"
+    store = workspace(settings)[0] / "gx" / "validations"
     pruned = 0
     for suite in (p for p in store.iterdir() if p.is_dir()) if store.is_dir() else ():
         # validations/<suite>/<run_name>/<run_time>/<batch>.json; run_time sorts chronologically
@@ -168,12 +218,11 @@ def prune_validations(settings: Settings, keep: int = KEEP_VALIDATIONS_PER_SUITE
     return pruned
 
 
-def ensure_index(context, settings: Settings) -> Path:
-    """The Data Docs index, built when no validation has built it yet."""
-    index = docs_dir(settings) / "index.html"
-    if not index.exists():
+def ensure_index(context, settings: Settings):
+    """The Data Docs index (where the lakehouse keeps it), built when no validation has built it yet."""
+    if not (docs_dir(settings) / "index.html").exists():
         context.build_data_docs()
-    return index
+    return settings.layout.data_docs / "index.html"
 
 
 def json_value(value: Any) -> str:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -45,12 +44,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-from deltalake import DeltaTable
 
 from include.quality.suites import SessionTable, WindowedTable
 from include.quality.timestamps import MICROS, epoch_micros, iso
 from include.storage import delta as delta_store
+from include.storage.paths import StoragePath
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +75,7 @@ class SourceEvents:
         return int(self.times.min()) if len(self.times) else None
 
 
-def _file_versions(path: Path) -> dict[str, int]:
+def _file_versions(path: StoragePath) -> dict[str, int]:
     """Each data file's adding version, from the JSON commits still in the log."""
     versions: dict[str, int] = {}
     for version in range(delta_store.latest_version(path) + 1):
@@ -90,25 +88,24 @@ def _file_versions(path: Path) -> dict[str, int]:
     return versions
 
 
-def read_source_events(path: Path, event_time: str, keys: tuple[str, ...] = ()) -> SourceEvents:
+def read_source_events(path: StoragePath, event_time: str, keys: tuple[str, ...] = ()) -> SourceEvents:
     """The source table's distinct events (by event_id, first commit wins) with their commit versions
     and their `keys` columns."""
     empty = SourceEvents(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64), 0,
                          pd.DataFrame({k: pd.Series([], dtype=object) for k in keys}))
     if not delta_store.table_exists(path):
         return empty
-    live = [str(p) for p in pa.table(DeltaTable(str(path)).get_add_actions(flatten=False))["path"].to_pylist()]
+    live = [str(p) for p in pa.table(delta_store.open_table(path).get_add_actions(flatten=False))["path"].to_pylist()]
     if not live:
         return empty
     known = _file_versions(path)
-    batches, versions = [], []
-    dataset = ds.dataset([str(path / unquote(f)) for f in live], format="parquet")
-    for tagged in dataset.scanner(columns=["event_id", event_time, *keys]).scan_batches():
-        relative = Path(tagged.fragment.path).relative_to(path).as_posix()
-        batches.append(tagged.record_batch)
-        versions.append(np.full(tagged.record_batch.num_rows, known.get(relative, UNKNOWN_VERSION), dtype=np.int64))
-    read = pa.Table.from_batches(batches, schema=dataset.schema.empty_table().select(
-        ["event_id", event_time, *keys]).schema) if batches else None
+    columns = ["event_id", event_time, *keys]
+    parts, versions = [], []
+    for relative in (unquote(f) for f in live):
+        part = delta_store.read_parquet(path / relative, columns=columns)
+        parts.append(part)
+        versions.append(np.full(part.num_rows, known.get(relative, UNKNOWN_VERSION), dtype=np.int64))
+    read = pa.concat_tables(parts, promote_options="permissive") if parts else None
     if read is None or read.num_rows == 0:
         return empty
     frame = pd.DataFrame({"event_id": pc.cast(read["event_id"], pa.string()).to_numpy(zero_copy_only=False),

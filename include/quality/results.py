@@ -9,11 +9,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from include.registry.checks import BLOCKING
 from include.settings import Settings
 from include.storage import delta as delta_store
+from include.storage.paths import StoragePath
 
 RESULTS_TABLE = "dq_results"
 RESULTS_SCHEMA: dict[str, str] = {
@@ -57,7 +57,7 @@ class QualityReport:
     """What one quality run found: every result, notes per table, and its Data Docs pages."""
 
     run_id: str
-    docs_index: Path
+    docs_index: StoragePath  # where the lakehouse keeps the Data Docs' index
     full: bool = False
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -45,7 +45,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
     if unknown:
         raise ValueError(f"not a gold table with a quality suite: {', '.join(unknown)} (known: {', '.join(specs)})")
     validated_at = datetime.now(UTC)
-    report = QualityReport(uuid.uuid4().hex[:12], gx_context.docs_dir(settings) / "index.html", full=full)
+    report = QualityReport(uuid.uuid4().hex[:12], settings.layout.data_docs / "index.html", full=full)
     with gx_context.open_context(settings) as context:
         gx_context.prune_validations(settings)
         for table in tables or list(specs):

@@ -94,7 +94,7 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
     described = f"{spec.source_table}" + (f" where {where}" if where else "")
     if not delta_store.table_exists(path):
         return SourceSpan(None, None, described)
-    return SourceSpan(*_event_time_bounds(DeltaTable(str(path)), spec.event_time, where), described)
+    return SourceSpan(*_event_time_bounds(delta_store.open_table(path), spec.event_time, where), described)
 
 
 def _event_time_bounds(table: DeltaTable, event_time: str, where: str | None = None) -> tuple[int | None, int | None]:
@@ -197,7 +197,7 @@ def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str
     version = -1 if offset.get("isStartingVersion") else offset["reservoirVersion"] - 1
     if version < 0:
         return None, "no source version read completely"
-    table = DeltaTable(str(settings.layout.table(spec.source_table)), version=version)
+    table = delta_store.open_table(settings.layout.table(spec.source_table), version=version)
     _, latest = _event_time_bounds(table, spec.event_time)
     return latest, f"{spec.source_table} version {version} (batch {batch})"
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import PurePath
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from include.registry.columns import COLUMN_TYPES
+from include.storage.paths import StoragePath
+
+Location = StoragePath | PurePath | str  # a storage path (S3 needs its options); a plain path or string is local
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +36,29 @@ def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns.items()])
 
 
-def table_exists(path: Path | str) -> bool:
-    return DeltaTable.is_deltatable(str(path))
+def location(path: Location) -> tuple[str, dict[str, str]]:
+    """The URI and the storage options delta-rs opens `path` with."""
+    return (path.uri, path.delta_options()) if hasattr(path, "delta_options") else (str(path), {})
 
 
-def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Sequence[str] = (),
+def open_table(path: Location, version: int | None = None) -> DeltaTable:
+    uri, options = location(path)
+    return DeltaTable(uri, version=version, storage_options=options or None)
+
+
+def table_exists(path: Location) -> bool:
+    uri, options = location(path)
+    return DeltaTable.is_deltatable(uri, storage_options=options or None)
+
+
+def ensure_table(path: Location, columns: Mapping[str, str], partition_by: Sequence[str] = (),
                  new_columns_at_end: bool = False) -> bool:
     """Create an empty (operational) Delta table with this schema unless one exists; an existing one must match
     (or, with `new_columns_at_end`, be its first columns: a later version of the project added the others; then
     True: a write must add them)."""
     schema = arrow_schema(columns)
     if table_exists(path):
-        existing = pa.schema(DeltaTable(str(path)).schema().to_arrow())
+        existing = pa.schema(open_table(path).schema().to_arrow())
         added_at_end = new_columns_at_end and existing.names == schema.names[:len(existing.names)]
         if existing.names != schema.names and not added_at_end:
             raise ValueError(
@@ -51,36 +66,46 @@ def ensure_table(path: Path | str, columns: Mapping[str, str], partition_by: Seq
                 "migrate or move the table before running this job"
             )
         return existing.names != schema.names
-    Path(path).mkdir(parents=True, exist_ok=True)
-    DeltaTable.create(str(path), schema, mode="ignore", partition_by=list(partition_by) or None)
+    uri, options = location(path)
+    if not options:  # a local table: delta-rs wants its directory
+        os.makedirs(uri, exist_ok=True)
+    DeltaTable.create(uri, schema, mode="ignore", partition_by=list(partition_by) or None,
+                      storage_options=options or None)
     log.info("created Delta table %s", path)
     return False
 
 
-def committed_batch(path: Path | str, app_id: str) -> int | None:
+def committed_batch(path: Location, app_id: str) -> int | None:
     """The last batch id `app_id` committed to the table (its Delta app transaction), or None."""
     try:
-        return DeltaTable(str(path)).transaction_version(app_id)
+        return open_table(path).transaction_version(app_id)
     except TableNotFoundError:
         return None
 
 
-def append_rows(path: Path | str, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
+def batch_check(path: Location, app_id: str) -> tuple[int | None, int]:
+    """(the last batch `app_id` committed to the table, or None; the table version that answer was read at)."""
+    table = open_table(path)
+    return table.transaction_version(app_id), table.version()
+
+
+def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
     """Append plain rows to an operational table, creating it if needed (no idempotency key); columns the project
     added since the table was made are added to it (its older rows read null there)."""
     evolve = ensure_table(path, columns, new_columns_at_end=True)
     data = pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(columns))
-    write_deltalake(str(path), data, mode="append", schema_mode="merge" if evolve else None,
+    uri, options = location(path)
+    write_deltalake(uri, data, mode="append", schema_mode="merge" if evolve else None, storage_options=options or None,
                     commit_properties=CommitProperties(max_commit_retries=50))
 
 
-def read_table(path: Path | str, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+def read_table(path: Location, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
     """A whole version (default: the latest) of a Delta table, optionally only some columns.
 
     Reads through delta-rs's own query engine: its pyarrow-dataset path aborts the interpreter
     at exit ("terminate called without an active exception") with pyarrow 26.
     """
-    table = DeltaTable(str(path), version=version)
+    table = open_table(path, version=version)
     schema = pa.schema(table.schema().to_arrow())
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns])
@@ -89,20 +114,20 @@ def read_table(path: Path | str, version: int | None = None, columns: Sequence[s
     return pa.table(reader.read_all()).cast(schema)  # plain types, not string_view
 
 
-def count_rows(path: Path | str, where: str | None = None) -> int:
+def count_rows(path: Location, where: str | None = None) -> int:
     """Rows of the table's latest version (those matching the SQL condition `where`); 0 without a table."""
     if not table_exists(path):
         return 0
     if where is None:
-        return DeltaTable(str(path)).count()
-    reader = QueryBuilder().register("t", DeltaTable(str(path))).execute(f"SELECT count(*) AS n FROM t WHERE {where}")
+        return open_table(path).count()
+    reader = QueryBuilder().register("t", open_table(path)).execute(f"SELECT count(*) AS n FROM t WHERE {where}")
     return int(pa.table(reader.read_all())["n"][0].as_py())
 
 
-def commit_files(path: Path | str, version: int) -> list[dict]:
+def commit_files(path: StoragePath, version: int) -> list[dict]:
     """The `add` actions (path, size, partitionValues) of one commit that add rows (a compaction's
     rewritten files are not); rejects commits that remove rows."""
-    log_file = Path(path) / "_delta_log" / f"{version:020d}.json"
+    log_file = path / "_delta_log" / f"{version:020d}.json"
     try:
         lines = log_file.read_text().splitlines()
     except FileNotFoundError as exc:
@@ -121,6 +146,23 @@ def commit_files(path: Path | str, version: int) -> list[dict]:
     return adds
 
 
-def latest_version(path: Path | str) -> int:
-    return DeltaTable(str(path)).version()
+def latest_version(path: Location) -> int:
+    return open_table(path).version()
 
+
+
+def read_parquet(file: Location, columns: Sequence[str] | None = None) -> pa.Table:
+    """One data file of a table (local, or read whole from S3 through the storage interface)."""
+    import pyarrow.parquet as pq
+
+    if getattr(file, "is_local", True):
+        return pq.read_table(str(file), columns=list(columns) if columns is not None else None)
+    return pq.read_table(pa.py_buffer(file.read_bytes()), columns=list(columns) if columns is not None else None)
+
+
+def parquet_rows(file: Location) -> int:
+    """The rows of one data file, from its footer."""
+    import pyarrow.parquet as pq
+
+    source = str(file) if getattr(file, "is_local", True) else pa.py_buffer(file.read_bytes())
+    return pq.ParquetFile(source).metadata.num_rows

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from include import checkpoints
@@ -24,6 +22,7 @@ from include.checkpoints.request import CheckpointRequest
 from include.ops import lease
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from include.storage.paths import StoragePath
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,7 +43,7 @@ class ActionContext:
     leases: dict[str, lease.Lease] = field(default_factory=dict)  # the targets' leases, held by the action
     action_id: str | None = None  # the journal's id while the action runs
 
-    def checkpoint(self, job_id: str) -> Path:
+    def checkpoint(self, job_id: str) -> StoragePath:
         return self.settings.layout.checkpoint(job_id)
 
     @property
@@ -117,17 +116,20 @@ def next_archive(settings: Settings, job_id: str) -> str | None:
 
 
 def move_aside(settings: Settings, prepared: Prepared) -> None:
-    """Move the job's checkpoint to `prepared.archive_to` (done already when it is there and the job has none)."""
+    """Move the job's checkpoint to `prepared.archive_to` (done already when it is there and the job has none).
+
+    Locally a rename; on S3 a copy, a marker, then a delete (include/storage/paths.py): a crash in between leaves
+    both, and the step run again finishes the move (the marker says the copy is whole)."""
     checkpoint = settings.layout.checkpoint(prepared.job)
     if prepared.archive_to is None or not checkpoint.exists():
         return
-    target = Path(prepared.archive_to)
-    if target.exists():
+    target = settings.path(prepared.archive_to)
+    if target.exists() and checkpoint.is_local:
         if not (checkpoint / "offsets").is_dir():
             return  # moved already: what is there is the new checkpoint's start (a step run again after a crash)
         raise ActionRefused(f"job {prepared.job!r}: both {checkpoint} and {target} exist; the action cannot tell "
                             "which one is the job's: move one of them aside by hand")
-    checkpoint.rename(target)
+    checkpoint.move_to(target)  # on S3, after a crash: what is left of the source is the old checkpoint's
     log.info("job=%s: checkpoint %s moved to %s", prepared.job, checkpoint, target)
 
 
@@ -135,10 +137,9 @@ def copy_aside(settings: Settings, prepared: Prepared) -> None:
     """Copy the job's checkpoint to `prepared.archive_to` (again, whole, after a copy a crash cut short)."""
     if prepared.archive_to is None:
         return
-    target = Path(prepared.archive_to)
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(settings.layout.checkpoint(prepared.job), target)
+    target = settings.path(prepared.archive_to)
+    target.rmtree()
+    settings.layout.checkpoint(prepared.job).copytree(target)
     log.info("job=%s: checkpoint copied to %s", prepared.job, target)
 
 
@@ -146,8 +147,8 @@ def from_the_copy(settings: Settings, prepared: Prepared) -> None:
     """Put back the checkpoint as it was before the action (its copy aside): a step that rewrites the checkpoint
     in place starts from there, also when a crash cut its first try short."""
     checkpoint = settings.layout.checkpoint(prepared.job)
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    shutil.copytree(prepared.archive_to, checkpoint)
+    checkpoint.rmtree()
+    settings.path(prepared.archive_to).copytree(checkpoint)
 
 
 def restore_tables_text(settings: Settings, job: JobSpec) -> str:
@@ -168,7 +169,7 @@ def put_back_text(ctx: ActionContext, prepared: Prepared) -> str:
 def prune(settings: Settings, job_id: str, keep: int) -> None:
     """Remove the job's oldest archived checkpoints beyond the `keep` most recent."""
     for old in settings.layout.archived_checkpoints(job_id)[:-keep]:
-        shutil.rmtree(old)
+        old.rmtree()
         log.info("job=%s: removed old checkpoint %s (keeping the %d most recent)", job_id, old, keep)
 
 

@@ -4,12 +4,12 @@ must be rebuilt too (`--cascade`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from include.checkpoints.plan import downstream_jobs
 from include.registry import JobSpec, Trigger
 from include.storage.ownership import own_rows_condition
+from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import (
     ActionContext,
     ActionRefused,
@@ -64,7 +64,7 @@ def rebuild(ctx: ActionContext, job_id: str) -> None:
             held=ctx.leases.get(job_id), action_id=ctx.action_id)
 
 
-def empty_table(spark: SparkSession, path: Path, where: str | None, properties: dict[str, str]) -> None:
+def empty_table(spark: SparkSession, path: StoragePath, where: str | None, properties: dict[str, str]) -> None:
     """Delete every row (`where`: those rows) as a new Delta version (history kept); an append-only table is
     opened for it and closed again as the registry's `properties` say."""
     from include.storage import delta as delta_store

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from include import checkpoints
 from include.checkpoints.plan import write_start_position
 from include.registry import JobSpec
+from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import (
     ActionContext,
     ActionRefused,
@@ -79,7 +79,7 @@ def kafka_position(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> d
     return starting_options(value if kind == "timestamp" else kind)
 
 
-def check_position(table: Path, name: str, kind: str, value: Any, job_id: str) -> None:
+def check_position(table: StoragePath, name: str, kind: str, value: Any, job_id: str) -> None:
     """Refuse a position Delta's streaming source could not start from: a version the table does not have (or its
     log no longer keeps), a time after its latest commit."""
     from include.storage import delta as delta_store

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from include import checkpoints
 from include.checkpoints.reader import GENERATION_FILE
@@ -23,6 +22,7 @@ from include.checkpoints.validate import CheckpointDamaged, check_state_version
 from include.ops import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import (
     ActionContext,
     ActionRefused,
@@ -95,7 +95,7 @@ def rollback_versions(settings: Settings, registry: Registry, job: JobSpec, to_b
     return versions
 
 
-def _check_file_log(checkpoint: Path, job: JobSpec, to_batch: int) -> None:
+def _check_file_log(checkpoint: StoragePath, job: JobSpec, to_batch: int) -> None:
     keep_to = checkpoints.file_log_offset(checkpoint, to_batch)
     log_dir = checkpoint / "sources" / "0"
     compacts = [int(p.name.split(".")[0]) for p in log_dir.glob("*.compact")]
@@ -125,7 +125,7 @@ def _check_downstream(settings: Settings, registry: Registry, job: JobSpec, vers
                               "no further), or full-refresh them afterwards")
 
 
-def truncate_checkpoint(checkpoint: Path, job: JobSpec, to_batch: int, generation: int) -> None:
+def truncate_checkpoint(checkpoint: StoragePath, job: JobSpec, to_batch: int, generation: int) -> None:
     """Remove everything the checkpoint recorded after `to_batch` (logs, state versions, file-source entries), and
     start the writer's idempotency key at `generation` (a set, not an increment: running it twice is running it
     once)."""

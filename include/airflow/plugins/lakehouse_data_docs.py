@@ -1,6 +1,7 @@
 """Airflow 3 plugin: serves the Great Expectations Data Docs, behind Airflow's login, and links them from the UI.
 
-- `/lakehouse-data-docs/` on the API server serves LAKEHOUSE_ROOT/_reports/data_docs/ to users signed in to
+- `/lakehouse-data-docs/` on the API server serves LAKEHOUSE_ROOT/_reports/data_docs/ (on a local disk or S3,
+  read through the storage interface on every request) to users signed in to
   Airflow (the UI's `_token` cookie, or `Authorization: Bearer <token>` from `POST /auth/token`); anyone
   else gets 401 (no credential) or 403 (a bad one). Only regular files inside that folder are served: `..`
   (also percent-encoded), absolute paths and symbolic links are refused with 404.
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import html
 import json
+import mimetypes
 import re
-from pathlib import Path
 from urllib.parse import unquote
 
 from airflow.api_fastapi.core_api.security import get_user
@@ -30,27 +31,36 @@ from include.airflow import data_docs_assets
 from include.airflow.docs import DATA_DOCS_URL_PREFIX, HEALTH_URL_PREFIX, data_docs_path
 from include.quality.gx_context import AIRFLOW_TASK_META
 from include.settings import load_settings
+from include.storage.paths import StoragePath
 
 URL_PREFIX = DATA_DOCS_URL_PREFIX
 INDEX = data_docs_path("index.html")
 
 
-def safe_file(directory: Path, requested: str) -> Path | None:
+def safe_file(directory: StoragePath, requested: str) -> StoragePath | None:
     """The regular file `requested` names inside `directory` (its index.html for a folder), or None when the
-    path leaves the folder, is absolute, or passes through a symbolic link."""
+    path leaves the folder, is absolute, or passes through a symbolic link (local roots)."""
     parts = [p for p in requested.split("/") if p not in ("", ".")]
     if requested.startswith("/") or any(p == ".." or "\\" in p or "\0" in p for p in parts):
         return None
     path = directory
     for part in parts:
         path = path / part
-        if path.is_symlink():
+        if path.is_local and path.is_symlink():
             return None
-    if path.is_dir():
-        path = path / "index.html"
-        if path.is_symlink():
-            return None
+    if path.is_file():
+        return path
+    path = path / "index.html"  # a folder's page
+    if path.is_local and path.is_symlink():
+        return None
     return path if path.is_file() else None
+
+
+def file_response(path: StoragePath) -> Response:
+    """The file as a response: streamed from disk, or read whole from S3."""
+    if path.is_local:
+        return FileResponse(path)
+    return Response(path.read_bytes(), media_type=mimetypes.guess_type(path.name)[0] or "application/octet-stream")
 
 
 def airflow_task_of(requested: str) -> str | None:
@@ -87,7 +97,7 @@ def health_report_app() -> FastAPI:
         if path is None:
             raise HTTPException(status_code=404, detail="not found (the health report is built by the backfill and "
                                                         "live DAGs' health_report task)")
-        return FileResponse(path)
+        return file_response(path)
 
     return app
 
@@ -108,7 +118,7 @@ def data_docs_app() -> FastAPI:
         if path.suffix == ".html":
             page = data_docs_assets.offline_html(path.read_text(), URL_PREFIX)
             return Response(with_backlink(page, airflow_task_of(requested)), media_type="text/html")
-        return FileResponse(path)
+        return file_response(path)
 
     return app
 

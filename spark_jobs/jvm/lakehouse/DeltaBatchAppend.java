@@ -12,6 +12,7 @@ import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
 import org.apache.spark.sql.delta.OptimisticTransaction;
+import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
@@ -26,14 +27,20 @@ import scala.Option;
  *
  * <p>Delta 4.4 answers that lookup from the snapshot's reconstructed state, a Spark job per write that costs a small
  * batch more than its data (bench/micro_batch_cost.py). The caller has already answered it from the table's log
- * (include.storage.delta.committed_batch) and holds the job's lease, so no other writer commits this app id.
+ * at version {@code readVersion} (include.storage.delta.batch_check) and holds the job's lease. The transaction starts
+ * from that version and counts the app id as read: should another writer of the same app id (a driver that took the
+ * lease over while this one was paused) commit after it, Delta's conflict check refuses this commit
+ * (ConcurrentTransactionException) instead of appending the batch twice.
  */
 public final class DeltaBatchAppend {
     private DeltaBatchAppend() {
     }
 
-    /** Appends {@code data} to the table at {@code path}; the committed version, or -1 when nothing was committed. */
-    public static long append(Dataset<Row> data, String path, String appId, long version) {
+    /**
+     * Appends {@code data} to the table at {@code path} as batch {@code version} of {@code appId}, found not written
+     * yet at table version {@code readVersion}; the committed version, or -1 when nothing was committed.
+     */
+    public static long append(Dataset<Row> data, String path, String appId, long version, long readVersion) {
         SparkSession spark = data.sparkSession();
         DeltaLog log = DeltaLog.forTable(spark, path);
         DeltaOptions options = new DeltaOptions(
@@ -44,7 +51,10 @@ public final class DeltaBatchAppend {
         DeltaOperations.Write operation = new DeltaOperations.Write(SaveMode.Append,
                 Option.apply(PythonUtils.toSeq(List.<String>of())), Option.empty(), Option.empty(), Option.empty(),
                 Option.empty(), Option.empty(), Option.empty(), Option.empty());
-        OptimisticTransaction txn = log.startTransaction(Option.empty(), Option.empty());  // a path-based table
+        Option<Snapshot> read = readVersion >= 0  // none yet: a new table
+                ? Option.apply(log.getSnapshotAt(readVersion, Option.empty(), Option.empty(), false)) : Option.empty();
+        OptimisticTransaction txn = log.startTransaction(Option.empty(), read);  // a path-based table
+        txn.readTxn().$plus$eq(appId);  // a later commit of this app id conflicts
         Option<Object> committed = OptimisticTransaction.withActive(txn, true, () -> {
             DMLUtils.TaggedCommitData<Action> commit = write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
             return txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());

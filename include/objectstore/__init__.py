@@ -1,0 +1,1 @@
+"""The S3 server the product runs for a lakehouse on object storage (`lakehouse storage up`): :mod:`.server`."""

@@ -1,0 +1,77 @@
+"""The driver a job process runs in: its SparkSession (started once, when the first job gets past its checks), how
+it stops (SIGTERM / SIGINT stop the queries at a batch boundary; the JVM ignores them), and the checks that refuse a
+job before a JVM is paid for. Shared by a run of jobs one after another (spark_jobs/job_process.py) and a group's
+queries side by side (spark_jobs/group_driver.py)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from include.checkpoints.journal import refuse_if_pending
+from include.checkpoints.plan import PlanRequired, plan_job
+from include.checkpoints.validate import check_job_files
+from include.ops import lease
+from include.settings import Settings
+
+log = logging.getLogger("lakehouse")
+
+
+def install_stop_handler() -> threading.Event:
+    """SIGTERM / SIGINT set the returned event: the runner stops at the next batch boundary."""
+    stop = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def shield_jvm_from_stop_signals(spark) -> None:
+    """Make the driver JVM ignore SIGINT and SIGTERM, so that a signal to the whole process group (Ctrl-C,
+    `timeout`, a task kill) stops the job through this process's handler at a batch boundary, instead of
+    the JVM's shutdown hooks tearing Spark down under a running batch. SIGKILL still ends both."""
+    jvm = spark.sparkContext._jvm
+    for name in ("INT", "TERM"):
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jvm.sun.misc.SignalHandler.SIG_IGN)
+
+
+class SharedDriver:
+    """The run's SparkSession, started when the first job gets past its checks (a refusal costs no JVM)."""
+
+    def __init__(self, settings: Settings, jit: str = "tiered"):
+        self.settings, self.jit = settings, jit  # jit: the JVM's compilers, when this process starts it
+        self.spark = None
+        self.stop = threading.Event()  # replaced by the SIGTERM / SIGINT handler once the driver runs
+
+    def session(self, app_name: str):
+        if self.spark is None:
+            from include.spark_session import get_spark
+
+            self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit)
+            shield_jvm_from_stop_signals(self.spark)
+            self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
+        return self.spark
+
+
+def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
+    """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
+    checkpoint action, damaged checkpoint files, its Kafka broker down, a checkpoint plan other than resume."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.connection import unreachable_broker
+
+    if lease.is_held(settings, job.id):
+        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
+    refuse_if_pending(settings, job.id)
+    check_job_files(settings, job)
+    down = unreachable_broker(settings, job)
+    if down:
+        raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
+    if shuffle_partitions is None:
+        plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
+        if plan.mode != "resume":
+            raise PlanRequired(plan)

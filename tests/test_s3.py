@@ -1,0 +1,299 @@
+"""The lakehouse on a real S3 server (the session's SeaweedFS): the oracle's equalities, a rerun that commits
+nothing, kills at commit points and in a checkpoint action, two drivers racing for one lease, a holder frozen past
+its lease, and several processes committing to one table at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from include.registry import Trigger
+from include.settings import load_settings
+from include.storage import delta as delta_store
+from spark_jobs.streaming_query import run_job
+from tests.support.helpers import REPO, arrival_order, generate, gold_rows, run_cli, saved_registry, wait_for
+from tests.support.kill_hooks import kill_env, pause_env
+from tests.support.oracle import expected_alerts, expected_gold, expected_session_summaries
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.s3]
+
+AVAILABLE_NOW = Trigger(available_now=True)
+CHAIN = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_sessions",
+         "gold_user_session_summaries")
+LOGINS = ("bronze_logins", "silver_logins", "gold_fraud_alerts")
+
+
+def s3_lakehouse(tmp_path, name: str):
+    """Settings on a fresh prefix of the session's bucket, and the environment of its job processes."""
+    from tests.support.s3 import BUCKET
+
+    settings = replace(load_settings(), root=f"s3://{BUCKET}/{name}-{os.urandom(3).hex()}",
+                       local_dir=tmp_path / "local")
+    env = {**os.environ, **settings.storage_environment(), "PYSPARK_PYTHON": sys.executable}
+    for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+        env.pop(variable, None)
+    return settings, env
+
+
+def land_logins(settings, **kwargs):
+    from include.generator import GeneratorConfig, write_landing
+
+    config = GeneratorConfig(**{"events": 1200, "seed": 5, "files": 3, "users": 10, "events_per_minute": 8.0,
+                                "late_fraction": 0.03, "duplicate_fraction": 0.05, **kwargs})
+    return write_landing(settings.layout.landing("landing/logins"), "logins", config)
+
+
+def alert_rows(settings) -> list[tuple]:
+    rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+    return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
+                  for r in rows if r["alert_type"] == "FRAUD_ALERT")
+
+
+def session_summary_rows(settings) -> list[tuple]:
+    from tests.support.helpers import session_summary_rows as rows
+
+    return rows(settings)
+
+
+def assert_chain_equals_the_oracle(settings, registry, drops) -> None:
+    for table, rows in expected_gold(registry, drops).items():
+        if table in ("gold/user_activity_5m", "gold/user_sessions"):
+            assert rows and gold_rows(settings, table) == rows, table
+    assert session_summary_rows(settings) == expected_session_summaries(registry, drops)
+
+
+@pytest.fixture(scope="module")
+def s3_house(spark, s3_server, kafka_broker, tmp_path_factory):
+    """Clickstream and logins landed on S3, payments on Kafka, every job run once (available-now) in this
+    session's driver, with the lakehouse, its checkpoints and state on the S3 server."""
+    from include.registry import load_registry
+    from tests.support.kafka import delete_topics
+    from tests.test_joins import land_both
+
+    settings, env = s3_lakehouse(tmp_path_factory.mktemp("s3_house"), "house")
+    registry = load_registry(settings.registry_path)
+    delete_topics(kafka_broker, ["payments"])
+    from include.kafka.produce import ensure_topic
+
+    ensure_topic(kafka_broker, "payments", 3)
+    payments = land_both(settings, "payments", events=2400, seed=41, files=4)
+    clicks = sorted((p for p in settings.layout.landing("landing/clickstream").iterdir()), key=lambda p: p.name)
+    logins = land_logins(settings)
+    for job_id in registry.order:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    return {"settings": settings, "env": env, "registry": registry, "clicks": clicks, "logins": logins,
+            "payments": payments}
+
+
+def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_rerun_commits_nothing(spark, s3_house):
+    from tests.test_joins import assert_join_is_exact
+
+    settings, registry = s3_house["settings"], s3_house["registry"]
+    assert str(settings.root).startswith("s3a://") and not settings.layout.checkpoint("gold_fraud_alerts").is_local
+    lines = sum(len(p.read_text().splitlines()) for p in s3_house["clicks"])
+    assert (delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+            + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))) == lines
+    assert_chain_equals_the_oracle(settings, registry, [arrival_order(s3_house["clicks"])])
+    expected = expected_alerts(registry, [arrival_order(s3_house["logins"].files)])
+    assert expected and alert_rows(settings) == expected
+    assert_join_is_exact(settings, registry)
+    state = settings.layout.checkpoint("gold_user_activity_5m") / "state"
+    assert any(p.name.endswith(".zip") for p in state.rglob("*.zip")), "RocksDB snapshots live on S3"
+
+    tables = list(registry.table_schemas)
+    before = {t: delta_store.latest_version(settings.layout.table(t)) for t in tables}
+    for job_id in registry.order:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    assert {t: delta_store.latest_version(settings.layout.table(t)) for t in tables} == before
+
+
+def test_a_checkpoint_action_killed_mid_way_on_s3_is_resumed_to_the_same_result(s3_house):
+    settings, env = s3_house["settings"], s3_house["env"]
+    job = "gold_user_activity_5m"
+    expected = gold_rows(settings, "gold/user_activity_5m")
+    killed = run_cli(["checkpoint", "full-refresh", job, "--actor", "test"],
+                     {**env, **kill_env(job, "after_step", 0)}, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    archives = settings.layout.archived_checkpoints(job)
+    assert archives and not (settings.layout.checkpoint(job) / "offsets").exists()  # moved aside (copy, delete)
+    refused = run_cli(["run", job], env, timeout=300)
+    assert refused.returncode == 2 and "resume-action" in refused.stderr, refused.stderr[-2000:]
+    resumed = run_cli(["checkpoint", "resume-action", job, "--actor", "test"], env, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert gold_rows(settings, "gold/user_activity_5m") == expected  # rebuilt from silver: the same windows
+    assert (archives[-1] / "offsets").is_dir() and (archives[-1] / "metadata").is_file()  # the old one, whole
+
+
+def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(s3_server, tmp_path):
+    """A bronze, a windowed gold and a processor SIGKILLed at their commit points, each run resumed by the next:
+    the tables equal the oracle's."""
+    settings, env = s3_lakehouse(tmp_path, "kills")
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}  # several micro-batches per run
+    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 1}
+    registry = saved_registry(raw, tmp_path / "small_batches.yaml", env)
+    landed = generate(settings, events=1500, seed=61, files=3)
+    jobs = ["run", *CHAIN]
+    for job_id, point, batch in (("bronze_clickstream", "after_commit", 1),
+                                 ("gold_user_activity_5m", "before_commit", 1),
+                                 ("gold_user_session_summaries", "after_commit", 0)):
+        killed = run_cli(jobs, {**env, **kill_env(job_id, point, batch)}, timeout=900)
+        assert killed.returncode == -signal.SIGKILL, (job_id, killed.stderr[-3000:])
+    finished = run_cli(jobs, env, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    lines = sum(len(p.read_text().splitlines()) for p in landed.files)
+    assert (delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+            + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))) == lines
+    assert_chain_equals_the_oracle(settings, registry, [arrival_order(landed.files)])
+
+
+def test_two_drivers_race_for_a_lease_and_a_holder_frozen_past_it_commits_nothing(s3_server, tmp_path):
+    settings, env = s3_lakehouse(tmp_path, "leases")
+    raw = yaml.safe_load(load_settings().registry_path.read_text())
+    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 1}
+    saved_registry(raw, tmp_path / "one_file_batches.yaml", env)
+    first = generate(settings, events=900, seed=71, files=2)
+
+    racers = [subprocess.Popen([sys.executable, "-m", "include.cli", "run", "bronze_clickstream"], env=env, cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = sorted((r.wait(timeout=600), r.stderr.read()) for r in racers)
+    assert [code for code, _ in outcomes] == [0, 75], outcomes
+    assert "holds its checkpoint lease" in outcomes[1][1] and "on " in outcomes[1][1]
+
+    # A holder paused at its next commit, then frozen (SIGSTOP) past its lease: another host takes the lease over
+    # and writes the batch; continued, the frozen one commits nothing and stops with one line.
+    second = generate(settings, events=900, seed=72, files=2, start=first_after(first))
+    lease_seconds = 8
+    gate = tmp_path / "gate"
+    frozen_env = {**env, **pause_env("bronze_clickstream", "before_commit", 2, gate), "LAKEHOUSE_HOST_NAME": "host-a",
+                  "LAKEHOUSE_LEASE_SECONDS": str(lease_seconds)}
+    frozen = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "bronze_clickstream"], env=frozen_env,
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: (tmp_path / "gate.waiting").exists(), 300, "the holder to reach its commit")
+        os.killpg(frozen.pid, signal.SIGSTOP)
+        time.sleep(lease_seconds + 2)
+        other = run_cli(["run", "bronze_clickstream"], {**env, "LAKEHOUSE_HOST_NAME": "host-b",
+                                                        "LAKEHOUSE_LEASE_SECONDS": str(lease_seconds)}, timeout=600)
+        assert other.returncode == 0, other.stderr[-3000:]
+        assert "took over the lease of pid" in other.stderr
+        gate.touch()
+        os.killpg(frozen.pid, signal.SIGCONT)
+        _, stderr = frozen.communicate(timeout=300)
+    finally:
+        if frozen.poll() is None:
+            os.killpg(frozen.pid, signal.SIGKILL)
+    assert frozen.returncode == 75, stderr[-3000:]
+    last = [line for line in stderr.splitlines() if line.startswith("lakehouse run")]
+    assert len(last) == 1 and "taken over by pid" in last[0] and "host-b" in last[0], stderr[-3000:]
+    lines = sum(len(p.read_text().splitlines()) for p in [*first.files, *second.files])
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream"), columns=["event_id", "_source_file"])
+    quarantined = delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))
+    assert bronze.num_rows + quarantined == lines  # nothing written twice, nothing lost
+
+
+def first_after(result):
+    from datetime import timedelta
+
+    from include.generator import DEFAULT_START
+
+    return DEFAULT_START + timedelta(minutes=result.lines / 20 + 30)
+
+
+WRITER = """
+import sys, time
+from include.settings import load_settings
+from include.storage import delta as delta_store
+path, writer, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+settings = load_settings()
+table = settings.path(path)
+appended, deadline = 0, time.monotonic() + seconds
+while time.monotonic() < deadline:
+    delta_store.append_rows(table, {"writer": "string", "n": "long"}, [{"writer": writer, "n": appended + i}
+                                                                    for i in range(5)])
+    appended += 5
+print(appended)
+"""
+
+SPARK_WRITER = """
+import sys, time
+from include.settings import load_settings
+from include.spark_session import get_spark
+path, writer, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+spark = get_spark(load_settings(), app_name="writer-" + writer)
+appended, deadline = 0, time.monotonic() + seconds
+while time.monotonic() < deadline:
+    spark.range(appended, appended + 5).selectExpr(f"'{writer}' AS writer", "id AS n").write.format("delta") \\
+        .mode("append").save(path)
+    appended += 5
+print(appended)
+"""
+
+OPTIMIZER = """
+import sys, time
+from delta.tables import DeltaTable
+from include.settings import load_settings
+from include.spark_session import get_spark
+path, seconds = sys.argv[1], float(sys.argv[2])
+spark = get_spark(load_settings(), app_name="optimizer")
+runs, deadline = 0, time.monotonic() + seconds
+while time.monotonic() < deadline:
+    DeltaTable.forPath(spark, path).optimize().executeCompaction()
+    runs += 1
+print(runs)
+"""
+
+
+def run_concurrently(scripts: list[list[str]], env: dict) -> list[str]:
+    processes = [subprocess.Popen([sys.executable, "-c", *script], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for script in scripts]
+    outputs = []
+    for process in processes:
+        out, err = process.communicate(timeout=900)
+        assert process.returncode == 0, err[-3000:]
+        outputs.append(out.strip().splitlines()[-1])
+    return outputs
+
+
+def assert_every_append_is_there_once(settings, path, appended: dict[str, int]) -> None:
+    rows = delta_store.read_table(path, columns=["writer", "n"]).to_pylist()
+    got: dict[str, list[int]] = {}
+    for r in rows:
+        got.setdefault(r["writer"], []).append(r["n"])
+    assert {w: sorted(ns) for w, ns in got.items()} == {w: list(range(n)) for w, n in appended.items()}
+    log = path / "_delta_log"
+    versions = sorted(int(p.stem) for p in log.glob("*.json"))
+    assert versions == list(range(versions[-1] + 1))  # contiguous: no version written twice, none skipped
+
+
+def test_python_writers_commit_to_one_table_at_once_for_a_minute_and_lose_nothing(s3_server, tmp_path):
+    settings, env = s3_lakehouse(tmp_path, "python-writers")
+    path = settings.layout.ops_table("contended")
+    delta_store.ensure_table(path, {"writer": "string", "n": "long"})
+    counts = run_concurrently([[WRITER, str(path), f"w{i}", "60"] for i in range(3)], env)
+    appended = {f"w{i}": int(n) for i, n in enumerate(counts)}
+    assert all(n > 0 for n in appended.values())
+    assert_every_append_is_there_once(settings, path, appended)
+
+
+def test_spark_writers_and_a_compaction_beside_them_commit_to_one_table_for_a_minute(s3_server, tmp_path):
+    """Delta's commits on S3 through the lakehouse's log store (conditional create): two drivers appending and one
+    compacting the same table lose no commit."""
+    settings, env = s3_lakehouse(tmp_path, "spark-writers")
+    path = settings.layout.table("gold/contended")
+    delta_store.ensure_table(path, {"writer": "string", "n": "long"})
+    counts = run_concurrently([[SPARK_WRITER, str(path), "a", "60"], [SPARK_WRITER, str(path), "b", "60"],
+                               [OPTIMIZER, str(path), "75"]], env)
+    appended = {"a": int(counts[0]), "b": int(counts[1])}
+    assert all(n > 0 for n in appended.values()) and int(counts[2]) > 0
+    assert_every_append_is_there_once(settings, path, appended)
+    history = [op for op in delta_store.open_table(path).history() if op["operation"] == "OPTIMIZE"]
+    assert history, "the compaction beside the writers committed"
