@@ -2,7 +2,7 @@
 to the finalized window in gold.
 
     .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--downstream on-upstream-commit]
-                                           [--gold-trigger T] [--separate] [--live-jit tiered|c1]
+                                           [--gold-trigger T] [--separate] [--live-jit tiered|c1] [--root PATH|URI]
 
 A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
 latency`; `--separate`: a process each, `lakehouse run <job> --trigger <its live trigger>`). Bronze's live trigger is `processing-time=--trigger`;
@@ -119,11 +119,12 @@ def utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def changes(table: Path):
+def changes(table):
     import pyarrow as pa
-    from deltalake import DeltaTable
 
-    return pa.table(DeltaTable(str(table)).load_cdf(starting_version=0).read_all()).to_pylist()
+    from include.storage import delta as delta_store
+
+    return pa.table(delta_store.open_table(table).load_cdf(starting_version=0).read_all()).to_pylist()
 
 
 def main() -> None:
@@ -141,10 +142,12 @@ def main() -> None:
     parser.add_argument("--live-jit", choices=("tiered", "c1"), default="tiered",
                         help="the group's `resources.live_jit` (default tiered: C2 pays for itself at thousands of "
                              "events a second)")
+    parser.add_argument("--root", default=None,
+                        help="the lakehouse: a local path or an S3 URI (default: a new scratch directory)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
-    env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
+    env = {**os.environ, "LAKEHOUSE_ROOT": args.root or str(work / "lakehouse"), "LAKEHOUSE_LOCAL_DIR": str(work), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
            "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap, "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
     if args.downstream == "on-upstream-commit":
         triggers = {JOBS[0]: f"processing-time={args.trigger} seconds"} | dict.fromkeys(JOBS[1:], args.downstream)
@@ -152,7 +155,8 @@ def main() -> None:
         triggers = {job: f"processing-time={args.trigger} seconds" for job in JOBS} | {
             JOBS[-1]: f"processing-time={args.gold_trigger or args.trigger} seconds"}
     bench_registry(load_settings().registry_path, work / "jobs.yaml", triggers, args.live_jit)
-    os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP")})
+    os.environ.update({k: env[k] for k in ("LAKEHOUSE_ROOT", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_KAFKA_BOOTSTRAP",
+                                           "LAKEHOUSE_LOCAL_DIR")})
     settings = load_settings()
     registry = load_registry(settings.registry_path)
     broker.up(settings, bootstrap)

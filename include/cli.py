@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_up = cluster_sub.add_parser("up", help="start every part (each waited for until it answers)")
     cluster_up.add_argument("--workers", type=arguments.positive_int, default=2,
                             help="Spark workers, 1 core each (default 2)")
+    cluster_up.add_argument("--storage", choices=("local", "s3"), default=None,
+                            help="where the lakehouse lives: this machine's disk, or the S3 server started with the "
+                                 "rest (LAKEHOUSE_ROOT if it is an S3 URI, else s3://lakehouse/cluster); default: as "
+                                 "the running cluster, else LAKEHOUSE_ROOT's kind")
     cluster_status = cluster_sub.add_parser("status", help="each part, its address and whether it answers")
     cluster_status.add_argument("--json", action="store_true", help="as JSON (the logins too)")
     cluster_sub.add_parser("down", help="stop every part, in order; the data stays")
@@ -474,7 +478,7 @@ def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
 
     try:
         if args.cluster_command == "up":
-            sys.stdout.write("\n".join(manager.up(settings, args.workers)) + "\n")
+            sys.stdout.write("\n".join(manager.up(settings, args.workers, args.storage)) + "\n")
         elif args.cluster_command == "down":
             sys.stdout.write("\n".join(manager.down(settings)) + "\n")
         else:

@@ -6,6 +6,7 @@
 | LAKEHOUSE_S3_ENDPOINT            | http://127.0.0.1:8333           | the S3 API of an S3 root that is not AWS (path-style access); `lakehouse storage up` listens there; `aws`: AWS S3 itself |
 | AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION | unset, unset, us-east-1 | the S3 credentials and region (AWS's own variables); unset with a local endpoint: those `lakehouse storage up` made and keeps |
 | LAKEHOUSE_LEASE_SECONDS          | 60                              | on an S3 root: how long a writer's lease outlives its last renewal (renewed every third of it; a holder that cannot renew for half of it stops committing); a SIGKILLed driver's job can start again on another host after at most this, on its own host at once |
+| LAKEHOUSE_HOST_NAME              | the OS's host name              | this host's name in lease records (hosts that share a name; a test standing in for another host) |
 | LAKEHOUSE_LOCAL_DIR              | LAKEHOUSE_ROOT if local, else <repo>/lakehouse | this host's own files: the servers' data (_kafka, _cluster, _s3), live drivers' logs, working copies |
 | LAKEHOUSE_REGISTRY               | include/jobs.yaml               | the job registry                          |
 | LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
@@ -30,7 +31,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+import socket
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from include.storage.layout import Layout
@@ -75,6 +77,7 @@ class Settings:
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
     lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
+    host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
     s3: S3Config = S3Config()
     local_dir: Path | None = None  # LAKEHOUSE_LOCAL_DIR; None: the root when it is local, else <repo>/lakehouse
 
@@ -99,10 +102,11 @@ class Settings:
                "AWS_REGION": self.s3.region}
         if self.s3.endpoint:
             env["LAKEHOUSE_S3_ENDPOINT"] = self.s3.endpoint
-        if self.s3.access_key_id:
-            env |= {"AWS_ACCESS_KEY_ID": self.s3.access_key_id, "AWS_SECRET_ACCESS_KEY": self.s3.secret_access_key}
+        env |= self.s3.environment()
         if self.local_dir is not None:
             env["LAKEHOUSE_LOCAL_DIR"] = str(self.local_dir)
+        if self.host_name != socket.gethostname():
+            env["LAKEHOUSE_HOST_NAME"] = self.host_name
         return env
 
     @property
@@ -183,6 +187,7 @@ def load_settings() -> Settings:
         root=root,
         s3=s3,
         lease_seconds=float(lease_seconds),
+        host_name=_env("LAKEHOUSE_HOST_NAME", socket.gethostname()),
         local_dir=Path(local_dir).expanduser().resolve() if local_dir else None,
         registry_path=registry,
         spark_master=_env("LAKEHOUSE_SPARK_MASTER", "local[2]"),

@@ -82,6 +82,7 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
 
     # Python workers (pandas UDFs) must run this interpreter, which has the project's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.update(settings.s3.environment())  # the S3 credentials of the JVM this process may start
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     jars = delta_jars(settings)
     builder = SparkSession.builder.appName(app_name)
@@ -134,15 +135,19 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
 
 
 def storage_confs(settings: Settings) -> dict[str, str]:
-    """Where and how Spark reads and writes the lakehouse: on S3 through Hadoop's S3A (endpoint, credentials), Delta
-    commits with S3's conditional create (spark_jobs/jvm/lakehouse/ConditionalS3LogStore.java), and checkpoint files
-    put whole, the offset and commit logs only if absent (ConditionalCheckpointFileManager.java: a local disk keeps
-    Spark's default manager)."""
-    return {
+    """Where and how Spark reads and writes the lakehouse: on S3 through Hadoop's S3A (endpoint, region; the
+    credentials from the environment, the driver's and, on a cluster, the executors'), Delta commits with S3's
+    conditional create (spark_jobs/jvm/lakehouse/ConditionalS3LogStore.java), and checkpoint files put whole, the
+    offset and commit logs only if absent (ConditionalCheckpointFileManager.java: a local disk keeps Spark's default
+    manager)."""
+    confs = {
         "spark.delta.logStore.s3a.impl": "lakehouse.ConditionalS3LogStore",
         "spark.sql.streaming.checkpointFileManagerClass": "lakehouse.ConditionalCheckpointFileManager",
         **{f"spark.hadoop.{key}": value for key, value in settings.s3.hadoop_options().items()},
     }
+    if under_spark_submit():  # set inside the running JVM: never on a command line
+        confs |= {f"spark.executorEnv.{key}": value for key, value in settings.s3.environment().items()}
+    return confs
 
 
 @contextmanager

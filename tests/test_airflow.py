@@ -441,3 +441,30 @@ def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, l
                             text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "lakehouse_data_docs" in listed.stdout
+
+
+@pytest.mark.s3
+def test_data_docs_plugin_serves_the_report_from_an_s3_root_behind_login(s3_settings, airflow_db, monkeypatch):
+    """The same plugin on a lakehouse on S3: the report and the health report read from the bucket, per request,
+    behind the login; traversal refused."""
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(s3_settings.root))
+    monkeypatch.setenv("LAKEHOUSE_LOCAL_DIR", str(s3_settings.local))
+    docs, health = s3_settings.layout.data_docs, s3_settings.layout.health_report
+    (docs / "index.html").write_text("<html>lakehouse data docs on s3</html>")
+    (docs / "validations" / "s" / "r" / "page.html").write_text("<html><body>a validation</body></html>")
+    (health / "index.html").write_text("<html>pipeline health on s3</html>")
+    (health / "job.svg").write_text("<svg></svg>")
+    client = TestClient(create_app("core"))
+    assert client.get("/lakehouse-data-docs/index.html").status_code == 401
+    client.cookies.set("_token", get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin")))
+    assert "lakehouse data docs on s3" in client.get("/lakehouse-data-docs/").text
+    assert "a validation" in client.get("/lakehouse-data-docs/validations/s/r/page.html").text
+    assert "pipeline health on s3" in client.get("/lakehouse-health/index.html").text
+    svg = client.get("/lakehouse-health/job.svg")
+    assert svg.text == "<svg></svg>" and svg.headers["content-type"].startswith("image/svg+xml")
+    for path in ("%2e%2e/health/index.html", "/etc/passwd", "nope.html"):
+        assert client.get(f"/lakehouse-data-docs/{path}").status_code == 404, path

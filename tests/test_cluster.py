@@ -1,5 +1,7 @@
-"""The production topology from real parts (`lakehouse cluster`): PostgreSQL, Airflow's api-server, scheduler,
-dag-processor and triggerer on it, a Spark standalone master with two 1-core workers, a Kafka broker. A backfill is
+"""The production topology from real parts (`lakehouse cluster up --storage s3`): PostgreSQL, Airflow's api-server,
+scheduler, dag-processor and triggerer on it, a Spark standalone master with two 1-core workers, a Kafka broker, and
+the lakehouse on an S3 server the cluster starts: no directory is shared between the parts (the workers' executors
+read and write the bucket; nothing of the lakehouse is on disk). A backfill is
 triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as an
 application of the master, and gold equals the oracle, through faults: PostgreSQL restarted while idle, a Spark
 worker and the scheduler SIGKILLed under the running backfill and started again (the scheduler by its keeper,
@@ -37,6 +39,7 @@ from tests.support.helpers import (
     wait_for,
 )
 from tests.support.oracle import expected_gold, expected_session_summaries
+from tests.support.s3 import free_s3_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -75,7 +78,7 @@ class Cluster:
 
     @property
     def topology(self) -> Topology:
-        return Topology(self.settings.root / "_cluster", Ports.parse(self.env["LAKEHOUSE_CLUSTER_PORTS"]), 2)
+        return Topology(self.settings.layout.cluster, Ports.parse(self.env["LAKEHOUSE_CLUSTER_PORTS"]), 2)
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +86,20 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("cluster")
     registry = base / "jobs.yaml"  # the cluster's registry: the checkpoint test changes it as a person would
     shutil.copy(load_settings().registry_path, registry)
-    env = {**os.environ, "LAKEHOUSE_ROOT": str(base / "lakehouse"), "PYSPARK_PYTHON": sys.executable,
-           "LAKEHOUSE_REGISTRY": str(registry),
+    endpoint = f"http://127.0.0.1:{free_s3_port()}"  # the cluster's own S3 server, which `up` starts
+    env = {**os.environ, "LAKEHOUSE_ROOT": f"s3://lakehouse-cluster/{base.name}", "PYSPARK_PYTHON": sys.executable,
+           "LAKEHOUSE_REGISTRY": str(registry), "LAKEHOUSE_LOCAL_DIR": str(base / "local"),
+           "LAKEHOUSE_S3_ENDPOINT": endpoint,
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
            "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)}"}
     for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_TEST_PAUSE_AT", "AIRFLOW_HOME"):
         env.pop(variable, None)
-    up = run_cli(["cluster", "up", "--workers", "2"], env, timeout=420)
+    up = run_cli(["cluster", "up", "--workers", "2", "--storage", "s3"], env, timeout=420)
+    settings = replace(load_settings(), root=env["LAKEHOUSE_ROOT"], registry_path=registry, local_dir=base / "local",
+                       s3=replace(load_settings().s3, endpoint=endpoint))
     try:
         assert up.returncode == 0, up.stdout + up.stderr[-3000:]
         info = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
-        settings = replace(load_settings(), root=base / "lakehouse", registry_path=registry)
         yield Cluster(env, info, settings, AirflowApi(info["airflow_url"], info["airflow_user"],
                                                        info["airflow_password"]), [])
     finally:
@@ -101,8 +107,9 @@ def cluster(tmp_path_factory):
     assert down.returncode == 0, down.stderr[-2000:]
     after = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
     assert not any(part["up"] for part in after["parts"].values()), after["parts"]
+    assert after["storage"] == {"endpoint": endpoint, "root": settings.root.uri, "up": False}, after["storage"]
     if up.returncode == 0:  # the data stays: PostgreSQL started again on it still has the backfill's run
-        top = Topology(base / "lakehouse" / "_cluster", Ports.parse(env["LAKEHOUSE_CLUSTER_PORTS"]), 2)
+        top = Topology(settings.layout.cluster, Ports.parse(env["LAKEHOUSE_CLUSTER_PORTS"]), 2)
         postgres.start(top)
         try:
             wait_for(lambda: postgres.answers(top), 60, "PostgreSQL on the kept data")
@@ -116,7 +123,7 @@ def cluster(tmp_path_factory):
                 connection.close()
         finally:
             postgres.stop(top)
-    data = base / "lakehouse" / "_cluster" / "postgres"
+    data = settings.layout.cluster / "postgres"
     if data.is_symlink():  # as root, PostgreSQL's data lives where its user reaches (include/cluster/postgres.py)
         shutil.rmtree(data.resolve(), ignore_errors=True)
 
@@ -166,12 +173,14 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert all(part["restarts"] == 0 for name, part in info["parts"].items() if name.startswith("airflow-"))
     assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
                                   "airflow-triggerer", "spark-master", "spark-worker-1", "spark-worker-2", "kafka"}
+    assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
+    assert info["lakehouse_root"] == cluster.settings.root.uri
     assert info["spark_master"] == "spark://127.0.0.1:7077"
     assert info["kafka_bootstrap"] == cluster.env["LAKEHOUSE_KAFKA_BOOTSTRAP"]
     assert set(info["postgres"]) == {"host", "port", "database", "user", "password"}
     again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
     assert again.returncode == 0 and "everything was already running" in again.stdout, again.stderr[-2000:]
-    connections = json.loads((cluster.settings.root / "_cluster" / "connections.json").read_text())
+    connections = json.loads((cluster.settings.layout.cluster / "connections.json").read_text())
     assert connections["spark_default"]["host"] == "spark://127.0.0.1:7077"
 
 
@@ -225,7 +234,13 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
             assert cursor.fetchone() == ("success",)
     finally:
         connection.close()
-    assert not list((cluster.settings.root / "_cluster" / "airflow").glob("*.db"))  # no SQLite on the side
+    assert not list((cluster.settings.layout.cluster / "airflow").glob("*.db"))  # no SQLite on the side
+    # The executors wrote the bucket: nothing of the lakehouse is on this machine's disk
+    local = cluster.settings.local
+    assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_work", "_spark_warehouse"}, list(
+        local.iterdir())  # the servers' own files, the quality run's working copy of its report
+    assert not [p for p in local.rglob("_delta_log")] and not [p for p in local.rglob("*.parquet")]
+    assert cluster.settings.layout.checkpoint("gold_user_activity_5m").uri.startswith("s3a://")
 
 
 def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_path):
@@ -238,7 +253,7 @@ def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_p
     assert probe.returncode == 0, probe.stderr[-3000:]
     rows = [json.loads(line) for line in probe.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2, probe.stdout
-    workers = str(cluster.settings.root / "_cluster" / "spark")
+    workers = str(cluster.settings.layout.cluster / "spark")
     for row in rows:
         assert ".zip" in row["module"] and "lakehouse-python-" in row["module"], row
         assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row

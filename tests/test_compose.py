@@ -86,6 +86,29 @@ def test_kafka_service_is_the_connection_the_jobs_use():
         assert f"<artifactId>{artifact}</artifactId>" in pom and artifact in dockerfile
 
 
+def test_the_lakehouse_lives_on_the_storage_service_as_lakehouse_storage_runs_it():
+    """No volume is shared between machines: every part reaches the lakehouse on the S3 server, started as
+    `lakehouse storage up` starts it (include/objectstore/server.py), from the image's pinned `weed`."""
+    from include.objectstore.server import ServerFiles, command
+
+    services = load_compose()["services"]
+    env = services["airflow-scheduler"]["environment"]
+    assert env["LAKEHOUSE_ROOT"].startswith("s3://") and env["LAKEHOUSE_S3_ENDPOINT"] == "http://storage:8333"
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(env)
+    storage = services["storage"]["command"]
+    ours = command(ServerFiles(REPO / "x"), "storage", 8333, ["lakehouse"])
+    shared = {a for a in ours if a.startswith(("-s3.port.iceberg", "-s3.port.lance", "-webdav", "-admin.ui",
+                                               "-master.telemetry"))}
+    assert storage[:2] == ["weed", "mini"] and shared <= set(storage) and "-bucket=lakehouse" in storage
+    assert env["LAKEHOUSE_ROOT"].removeprefix("s3://").split("/")[0] == "lakehouse"
+    assert all("storage" in services[s].get("depends_on", {}) for s in ("airflow-init",))
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "include/objectstore/seaweedfs.txt" in dockerfile and "--require-hashes" in dockerfile
+    for artifact in ("hadoop-aws", "bundle", "analyticsaccelerator-s3"):
+        assert f"<artifactId>{artifact}</artifactId>" in (REPO / "include" / "jars" / "pom.xml").read_text()
+        assert artifact in dockerfile
+
+
 def test_compose_and_lakehouse_cluster_share_their_settings(tmp_path):
     """One source: include/cluster/topology.py. The compose file sets the shared settings to the same values and
     every deployment-specific one; its connections are the ones `lakehouse cluster` writes, on its own hosts."""
@@ -115,7 +138,7 @@ def test_compose_and_lakehouse_cluster_share_their_settings(tmp_path):
     for component in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
                       "spark-master", "spark-worker"):
         assert services[component]["environment"] is services["airflow-scheduler"]["environment"], component
-        assert "lakehouse-data:/opt/lakehouse/data" in services[component]["volumes"], component
+        assert not any("/opt/lakehouse/data" in v for v in services[component]["volumes"]), component  # no shared disk
         assert "healthcheck" in services[component] or component == "spark-worker", component
     assert "healthcheck" in services["kafka"] and "healthcheck" in services["postgres"]
 

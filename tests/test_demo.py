@@ -154,3 +154,39 @@ def test_the_health_report_draws_only_what_each_job_measured(demo, registry):
     lines = {line.split()[0]: line for line in printed.stdout.splitlines()[1:]}
     for job_id in registry.order:
         assert f" {data[job_id]['batches']} " in lines[job_id] and data[job_id]["status"] in lines[job_id]
+
+
+@pytest.mark.s3
+def test_the_demo_on_s3_starts_its_store_and_equals_the_local_demo(demo, registry, s3_server, kafka_broker, tmp_path):
+    """`lakehouse demo` on an S3 root whose endpoint nothing answers yet: it starts the S3 server, runs every job (one
+    driver, --direct), Great Expectations and the reports on the bucket, stops the server it started; its summary
+    equals the local demo's on the same seed (rows, quarantine, state, quality), only the locations differ."""
+    from dataclasses import replace
+
+    from include.settings import load_settings
+    from include.summary import summarize
+    from tests.support.kafka import delete_topics
+    from tests.support.s3 import free_s3_port
+
+    succeeded(demo)
+    delete_topics(kafka_broker, ["payments"])  # the demo produces its payments again, on an empty topic
+    endpoint = f"http://127.0.0.1:{free_s3_port()}"
+    env = {**demo.env, "LAKEHOUSE_ROOT": "s3://lakehouse-demo/demo", "LAKEHOUSE_S3_ENDPOINT": endpoint,
+           "LAKEHOUSE_LOCAL_DIR": str(tmp_path / "local")}
+    result = run_cli(["demo", "--events", "1500", "--files", "3", "--seed", "51", "--direct"], env, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"S3 server up at {endpoint}" in result.stderr and "S3 server stopped" in result.stderr, result.stderr
+    s3 = replace(load_settings(), root=env["LAKEHOUSE_ROOT"], local_dir=tmp_path / "local",
+                 s3=replace(load_settings().s3, endpoint=endpoint))
+    up = run_cli(["storage", "up"], env, timeout=120)  # the demo stopped its server: its data stays
+    try:
+        assert up.returncode == 0, up.stderr
+        local, on_s3 = summarize(demo.settings, registry), summarize(s3, registry)
+        assert [(t.table, t.rows, t.writer) for t in on_s3.tables] == [(t.table, t.rows, t.writer) for t in local.tables]
+        assert all(t.path.startswith("s3a://lakehouse-demo/demo/") for t in on_s3.tables)
+        assert (on_s3.state_rows, on_s3.quarantine_reasons) == (local.state_rows, local.quarantine_reasons)
+        assert on_s3.quality == local.quality and all(not failed for _, failed in on_s3.quality.values())
+        assert (s3.layout.data_docs / "index.html").is_file() and s3.layout.health_report_index.is_file()
+        assert f"data quality report: {s3.layout.data_docs / 'index.html'}" in result.stdout
+    finally:
+        run_cli(["storage", "down"], env, timeout=120)

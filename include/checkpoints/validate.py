@@ -167,11 +167,12 @@ def _check_landing_paths(settings: Settings, checkpoint: StoragePath, job: JobSp
     old_root = recorded
     for _ in PurePosixPath(source.path).parts:
         old_root = old_root.parent
+    keep = (f"Run it at its old path (`ln -s {settings.root} {old_root}` and LAKEHOUSE_ROOT={old_root})"
+            if settings.root.is_local and old_root.is_local else f"Run it where it was (LAKEHOUSE_ROOT={old_root})")
     raise CheckpointDamaged(
         f"job {job.id!r}: checkpoint {checkpoint} records landing files under {recorded}, but this lakehouse "
-        f"reads {landing}: the lakehouse was moved, and Spark's file-source checkpoints keep absolute paths. Run "
-        f"it at its old path (`ln -s {settings.root} {old_root}` and LAKEHOUSE_ROOT={old_root}), or rebuild with "
-        f"`lakehouse checkpoint full-refresh {job.id} --cascade` (README: Moving a lakehouse)"
+        f"reads {landing}: the lakehouse was moved, and Spark's file-source checkpoints keep absolute paths. {keep}, "
+        f"or rebuild with `lakehouse checkpoint full-refresh {job.id} --cascade` (README: Moving a lakehouse)"
     )
 
 

@@ -54,9 +54,14 @@ def _died(daemon) -> Callable[[], str | None]:
                     else f"{daemon.last_error()} (log {daemon.log_file})")
 
 
-def up(settings: Settings, workers: int = 2) -> list[str]:
+S3_CLUSTER_ROOT = "s3://lakehouse/cluster"  # `--storage s3` when LAKEHOUSE_ROOT is a local path
+
+
+def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list[str]:
     """Start every part not yet running; lines saying what runs where. On a failure, stop what this call started
-    and raise ClusterError naming the part."""
+    and raise ClusterError naming the part. `storage`: `local` (LAKEHOUSE_ROOT on this machine's disk) or `s3` (the
+    S3 server of include/objectstore started with the rest, every part pointed at it: LAKEHOUSE_ROOT if it is an S3
+    URI, else S3_CLUSTER_ROOT); default: what the running cluster uses, else the root's own kind."""
     if workers < 1:
         raise ClusterError(f"--workers must be at least 1, got {workers}")
     top = topology(settings, workers)
@@ -64,10 +69,13 @@ def up(settings: Settings, workers: int = 2) -> list[str]:
     if recorded and recorded.get("workers") and recorded["workers"] != workers and _any_running(top, recorded):
         raise ClusterError(f"the cluster runs with {recorded['workers']} workers: `lakehouse cluster down` first to "
                            f"change it to {workers}")
+    storage = storage or (recorded or {}).get("storage") or ("local" if settings.root.is_local else "s3")
     for directory in (top.home, top.logs, top.run, top.spark_dir):
         directory.mkdir(parents=True, exist_ok=True)
     started = Started(top, settings, [])
     try:
+        if storage == "s3":
+            started.settings = settings = _up_storage(started)
         _up_postgres(started)
         kafka_started = _up_kafka(started)
         _up_spark(started)
@@ -75,15 +83,57 @@ def up(settings: Settings, workers: int = 2) -> list[str]:
     except Exception:
         _stop(top, settings, started.parts)
         raise
-    state = {"workers": workers, "lakehouse_root": str(settings.root),
-             "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started"))}
+    state = {"workers": workers, "lakehouse_root": str(settings.root), "storage": storage,
+             "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started")),
+             "storage_started": "s3" in started.parts or bool(recorded and recorded.get("storage_started"))}
     top.state_file.write_text(json.dumps(state, indent=2) + "\n")
     info = status(settings)
     return [f"cluster up ({', '.join(started.parts) or 'everything was already running'} started)",
             f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
             f"Spark master: {info['spark_master']}  (UI {info['spark_master_ui']}, {workers} workers)",
             f"PostgreSQL: {HOST}:{top.ports.postgres} database {POSTGRES_DATABASE}",
-            f"Kafka: {info['kafka_bootstrap']}", f"lakehouse: {settings.root}", f"logs: {top.logs}"]
+            f"Kafka: {info['kafka_bootstrap']}", f"lakehouse: {settings.root}"
+            + (f" (S3 at {settings.s3.endpoint or 'AWS'})" if storage == "s3" else ""), f"logs: {top.logs}"]
+
+
+def cluster_settings(settings: Settings) -> Settings:
+    """The settings of the cluster's parts: the lakehouse root it was started with (an S3 root, with the credentials
+    its server keeps), whatever LAKEHOUSE_ROOT says in this shell."""
+    from dataclasses import replace
+
+    state = read_state(topology(settings)) or {}
+    if state.get("storage") != "s3":
+        return settings
+    return _s3_settings(replace(settings, root=state["lakehouse_root"]))
+
+
+def _s3_settings(settings: Settings) -> Settings:
+    """`settings` on an S3 root (S3_CLUSTER_ROOT unless LAKEHOUSE_ROOT is one), with the credentials of the S3
+    server `lakehouse storage up` keeps when none are given."""
+    from dataclasses import replace
+
+    from include.storage.s3 import kept_credentials
+
+    root = settings.root if not settings.root.is_local else S3_CLUSTER_ROOT
+    s3 = settings.s3
+    kept = None if s3.access_key_id else kept_credentials(settings.layout.s3_server)
+    if kept:
+        s3 = replace(s3, access_key_id=kept[0], secret_access_key=kept[1])
+    return replace(settings, root=str(root), s3=s3, local_dir=settings.local)
+
+
+def _up_storage(started: Started) -> Settings:
+    """The S3 server (include/objectstore/server.py), unless one answers; the settings pointed at it."""
+    from include.objectstore import server
+
+    settings = _s3_settings(started.settings)
+    try:
+        made, _ = server.up(settings)
+    except server.StorageError as exc:
+        raise ClusterError(f"s3: {exc}") from exc
+    if made:
+        started.parts.append("s3")
+    return _s3_settings(settings)
 
 
 def _up_postgres(started: Started) -> None:
@@ -166,6 +216,8 @@ def down(settings: Settings) -> list[str]:
     parts = [f"airflow-{c}" for c in airflow_services.COMPONENTS]
     parts += [f"spark-worker-{n}" for n in range(1, int(state.get("workers") or _recorded_workers(top)) + 1)]
     parts += ["spark-master"] + (["kafka"] if state.get("kafka_started") else []) + ["postgres"]
+    parts += ["s3"] if state.get("storage_started") else []
+    settings = cluster_settings(settings)
     stopped = _stop(top, settings, parts)
     return [f"stopped: {', '.join(stopped)}" if stopped else "nothing of the cluster was running",
             f"data kept: {settings.root} (PostgreSQL's in {top.postgres_data})"]
@@ -179,11 +231,15 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
     """Stop `parts` in the cluster's stop order; the ones that ran."""
     order = ([f"airflow-{c}" for c in ("scheduler", "triggerer", "dag-processor", "api-server")]
              + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
-             + ["spark-master", "kafka", "postgres"])
+             + ["spark-master", "kafka", "postgres", "s3"])
     stopped = []
     for part in (p for p in order if p in parts):
         if part == "postgres":
             ran = postgres.stop(top)
+        elif part == "s3":
+            from include.objectstore import server
+
+            ran = "stopped" in server.down(settings)
         elif part == "kafka":
             from include.kafka import broker
 
@@ -222,6 +278,7 @@ def status(settings: Settings) -> dict:
     top = topology(settings)
     state = read_state(top) or {}
     top = topology(settings, int(state.get("workers") or 2))
+    settings = cluster_settings(settings)
     keys = top.secrets() if (top.home / "secrets.json").exists() else {}
     spark_state = spark_standalone.master_state(top)
     alive = {w.get("webuiaddress", "").rsplit(":", 1)[-1] for w in (spark_state or {}).get("workers", [])
@@ -250,9 +307,19 @@ def status(settings: Settings) -> dict:
                      "password": keys.get("airflow_db_password")},
         "kafka_bootstrap": settings.kafka_bootstrap if kafka_up else None,
         "lakehouse_root": str(settings.root),
+        "storage": storage_status(settings),
         "logs": str(top.logs),
         "parts": parts,
     }
+
+
+def storage_status(settings: Settings) -> dict:
+    """Where the cluster's lakehouse lives: `endpoint` (None: a local disk), `root`, `up` (it answers)."""
+    if settings.root.is_local:
+        return {"endpoint": None, "root": str(settings.root), "up": True}
+    from include.objectstore import server
+
+    return {"endpoint": settings.s3.endpoint or "aws", "root": str(settings.root), "up": server.answers(settings.s3)}
 
 
 def render(info: dict) -> str:
@@ -260,6 +327,9 @@ def render(info: dict) -> str:
     lines = [f"{name:<{width}}  {'up  ' if part['up'] else 'DOWN'}  {part.get('address') or ''}"
              + (f"  restarted {part['restarts']} times, last: {part['last_restart']}" if part.get("restarts") else "")
              for name, part in info["parts"].items()]
+    storage = info["storage"]
+    if storage["endpoint"]:
+        lines.append(f"{'s3':<{width}}  {'up  ' if storage['up'] else 'DOWN'}  {storage['endpoint']}")
     lines += [f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
               f"lakehouse: {info['lakehouse_root']}  logs: {info['logs']}"]
     return "\n".join(lines)

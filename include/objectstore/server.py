@@ -34,6 +34,7 @@ START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 PART_OFFSETS = {"s3": 0, "master": 1, "volume": 2, "filer": 3, "admin": 4}  # ports above the S3 port
 GRPC_OFFSET = 10_000  # each part's gRPC port (weed's own convention)
+HOST = "127.0.0.1"
 
 
 class StorageError(RuntimeError):
@@ -72,6 +73,19 @@ def ports(port: int) -> dict[str, int]:
     """Every port the server listens on, by part (`<part>` and `<part>.grpc`)."""
     found = {part: port + offset for part, offset in PART_OFFSETS.items()}
     return found | {f"{part}.grpc": number + GRPC_OFFSET for part, number in found.items()}
+
+
+def free_port() -> int:
+    """A port p on 127.0.0.1 with every port the server derives from it free (the tests' and benchmarks' servers)."""
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind((HOST, 0))
+            port = probe.getsockname()[1]
+        if port < 50000 and not any(port_taken(HOST, p) for p in ports(port).values()):
+            return port
+    raise RuntimeError(f"no free port range for the S3 server on {HOST}")
 
 
 def _credentials(settings: Settings, files: ServerFiles) -> tuple[str, str]:

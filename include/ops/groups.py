@@ -14,7 +14,7 @@ def driver_pid(settings: Settings, group: str) -> int | None:
     if not lease.is_held(settings, group, path):
         return None
     owner = lease.read_lease(settings, group, path) or {}
-    return owner.get("pid") if owner.get("host") == lease.host_name() else None
+    return owner.get("pid") if owner.get("host") == settings.host_name else None
 
 
 def running(settings: Settings, group: str) -> bool:

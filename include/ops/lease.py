@@ -23,7 +23,6 @@ import fcntl
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -46,12 +45,6 @@ class LeaseHeld(RuntimeError):
 
 class LeaseLost(RuntimeError):
     """This process no longer holds its lease (another took it over, or it could not renew in time)."""
-
-
-def host_name() -> str:
-    """This host's name in lease records (LAKEHOUSE_HOST_NAME overrides the OS's: hosts that share a name, or a
-    test standing in for another host)."""
-    return os.environ.get("LAKEHOUSE_HOST_NAME", "").strip() or socket.gethostname()
 
 
 def read_lease(settings: Settings, job_id: str, path: StoragePath | None = None) -> dict | None:
@@ -82,18 +75,19 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
-def _holder_gone(owner: dict) -> bool:
+def _holder_gone(owner: dict, host: str) -> bool:
     """True when the owner record names a process of this host that no longer runs (its pid is gone or reused)."""
-    if owner.get("host") != host_name() or not owner.get("pid"):
+    if owner.get("host") != host or not owner.get("pid"):
         return False
     started = _process_start(int(owner["pid"]))
     return started is None or (owner.get("pid_start") not in (None, started))
 
 
-def _free(owner: dict | None) -> bool:
-    """Whether an object lease with this record may be taken: released, expired, or its holder gone."""
+def _free(owner: dict | None, host: str) -> bool:
+    """Whether an object lease with this record may be taken (from `host`): released, expired, or its holder gone
+    from this host."""
     return (not owner or bool(owner.get("released")) or owner.get("expires_at", 0) < time.time()
-            or _holder_gone(owner))
+            or _holder_gone(owner, host))
 
 
 @dataclass
@@ -102,6 +96,7 @@ class Lease:
     path: StoragePath
     ttl_seconds: float
     acquired_at: str
+    host: str
     trigger: str = ""
     action: str = ""  # set while a checkpoint action holds the lease: which one
     fd: int | None = None  # a local root's flock'ed file
@@ -115,7 +110,7 @@ class Lease:
 
     def body(self, now: float) -> dict:
         return {"job": self.job_id, "pid": os.getpid(), "pid_start": _process_start(os.getpid()),
-                "host": host_name(), "acquired_at": self.acquired_at, "expires_at": now + self.ttl_seconds,
+                "host": self.host, "acquired_at": self.acquired_at, "expires_at": now + self.ttl_seconds,
                 "ttl_seconds": self.ttl_seconds, "trigger": self.trigger, "token": self.token,
                 "sequence": self.sequence, **({"action": self.action} if self.action else {})}
 
@@ -139,8 +134,10 @@ class Lease:
             except VersionMismatch:
                 if not self._written_by_me(body):
                     owner = read_json(self.path) or {}
-                    holder = f"pid {owner.get('pid')} on {owner.get('host')}" if owner else "nobody (released)"
-                    self.lost = f"its lease {self.path} was taken over by {holder}"
+                    self.lost = (f"its lease {self.path} was taken over by pid {owner.get('pid')} on "
+                                 f"{owner.get('host')}" if owner else
+                                 f"its lease {self.path} expired while it could not renew it, and was taken over "
+                                 "and released since")
                     log.error("job=%s lost its lease: %s", self.job_id, self.lost)
                     return
             except Exception as exc:  # the store unreachable: try again; check() fences once it is too late
@@ -193,7 +190,7 @@ def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: flo
     another lease than a job's (a group's driver: include/ops/groups.py)."""
     path = path or settings.layout.lease(job_id)
     lease = Lease(job_id, path, ttl_seconds or settings.lease_seconds,
-                  datetime.now(UTC).isoformat(timespec="seconds"), trigger, action)
+                  datetime.now(UTC).isoformat(timespec="seconds"), settings.host_name, trigger, action)
     if path.is_local:
         _acquire_flock(settings, lease)
     else:
@@ -216,7 +213,7 @@ def _acquire_flock(settings: Settings, lease: Lease) -> None:
                 raise LeaseHeld(describe_holder(lease.job_id, read_lease(settings, lease.job_id, path))) from None
             time.sleep(0.05)
     owner = read_lease(settings, lease.job_id, path)
-    if owner and owner.get("host") != host_name() and owner.get("expires_at", 0) > time.time():
+    if owner and owner.get("host") != lease.host and owner.get("expires_at", 0) > time.time():
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         raise LeaseHeld(describe_holder(lease.job_id, owner))
@@ -242,13 +239,13 @@ def _acquire_object(lease: Lease) -> None:
             owner = json.loads(data)
         except json.JSONDecodeError:
             owner = None
-        if not _free(owner):
+        if not _free(owner, lease.host):
             raise LeaseHeld(describe_holder(lease.job_id, owner))
         try:
             lease.version = lease.path.replace_if(body, version)
             if owner and not owner.get("released"):
                 log.warning("job=%s: took over the lease of pid %s on %s (%s)", lease.job_id, owner.get("pid"),
-                            owner.get("host"), "its process is gone" if _holder_gone(owner) else "expired")
+                            owner.get("host"), "its process is gone" if _holder_gone(owner, lease.host) else "expired")
             break
         except VersionMismatch:
             continue
@@ -282,7 +279,7 @@ def is_held(settings: Settings, job_id: str, path: StoragePath | None = None) ->
     hosts; an object lease: not released, not expired, its holder not gone from this host)."""
     path = path or settings.layout.lease(job_id)
     if not path.is_local:
-        return not _free(read_lease(settings, job_id, path))
+        return not _free(read_lease(settings, job_id, path), settings.host_name)
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
@@ -295,7 +292,7 @@ def is_held(settings: Settings, job_id: str, path: StoragePath | None = None) ->
     finally:
         os.close(fd)
     owner = read_lease(settings, job_id, path)
-    return bool(owner and owner.get("host") != host_name() and owner.get("expires_at", 0) > time.time())
+    return bool(owner and owner.get("host") != settings.host_name and owner.get("expires_at", 0) > time.time())
 
 
 @contextmanager

@@ -126,7 +126,7 @@ def _await_lease(settings: Settings, job_id: str, process_of, path: Path, offset
         process = process_of()
         owner = lease.read_lease(settings, job_id) if lease.is_held(settings, job_id) else None
         code = process.poll() if process else None
-        driver = owner.get("pid") if owner and owner.get("host") == lease.host_name() else None
+        driver = owner.get("pid") if owner and owner.get("host") == settings.host_name else None
         if driver and (process is None or (code is None and session_of(driver) == process.pid)):
             log.info("job=%s: running, driver pid %s holds its checkpoint lease", job_id, driver)
             return driver
@@ -235,7 +235,7 @@ def end_stalled(settings: Settings, job_id: str, pid: int | None, group: str | N
     Safe because every batch commit is exactly-once: a killed batch replays on restart.
     """
     owner = lease.read_lease(settings, job_id)
-    if pid is None or not owner or owner.get("pid") != pid or owner.get("host") != lease.host_name():
+    if pid is None or not owner or owner.get("pid") != pid or owner.get("host") != settings.host_name:
         return False  # held from another host (or changed hands meanwhile): not ours to kill
     if group and groups.driver_pid(settings, group) == pid:
         log.warning("job=%s: asking the driver of group %s (pid %s) to stop its stalled query", job_id, group, pid)

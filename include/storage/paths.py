@@ -217,6 +217,9 @@ class S3Path:
     def is_local(self) -> bool:
         return False
 
+    def as_uri(self) -> str:
+        return self.uri
+
     def delta_options(self) -> dict[str, str]:
         return self.config.delta_options()
 
@@ -454,8 +457,17 @@ class S3Path:
                                                                     "Quiet": True})
 
     def rmtree(self) -> None:
-        """Delete every object under this prefix, its directory markers too (nothing when there is none)."""
-        self._delete_keys([item["Key"] for item in self._keys()])
+        """Delete every object under this prefix, then its directories, deepest first (nothing when there is none).
+
+        A store with a file system behind its S3 API (SeaweedFS) keeps a directory that lost its last object: it
+        stays in listings by delimiter, where Hadoop's S3A sees it (Spark refuses a new checkpoint whose `state/`
+        lists such directories), until `<directory>/` itself is deleted. On AWS S3 those deletes do nothing."""
+        keys = [item["Key"] for item in self._keys()]
+        self._delete_keys(keys)
+        directories = {f"{'/'.join(key.split('/')[:depth])}/" for key in keys
+                       for depth in range(len(self._prefix.split("/")) - 1, len(key.rstrip("/").split("/")))}
+        for depth in sorted({d.count("/") for d in directories}, reverse=True):
+            self._delete_keys(sorted(d for d in directories if d.count("/") == depth))
 
     def copytree(self, target: StoragePath) -> None:
         """Copy every object under this prefix to the same place under `target` (server-side)."""
@@ -463,6 +475,9 @@ class S3Path:
         for item in self._keys():
             relative = item["Key"][len(self._prefix):]
             if relative == MOVED_MARKER:
+                continue
+            if item["Key"].endswith("/"):  # a directory marker: some stores cannot copy one, it has no content
+                self._client.put_object(Bucket=destination.bucket, Key=f"{destination._prefix}{relative}", Body=b"")
                 continue
             self._client.copy_object(Bucket=destination.bucket, Key=f"{destination._prefix}{relative}",
                                      CopySource={"Bucket": self.bucket, "Key": item["Key"]})

@@ -21,6 +21,7 @@ SCHEMES = ("s3", "s3a")
 SPARK_SCHEME = "s3a"  # Spark reads and writes through Hadoop's S3A; delta-rs reads s3a:// too
 DEFAULT_ENDPOINT = "http://127.0.0.1:8333"
 DEFAULT_REGION = "us-east-1"
+ENV_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
 CREDENTIALS_FILE = "credentials.json"  # in the S3 server's home (Layout.s3_server): those `storage up` made
 
 
@@ -49,16 +50,22 @@ class S3Config:
         return options
 
     def hadoop_options(self) -> dict[str, str]:
-        """Hadoop S3A's options, as `spark.hadoop.*` confs without the prefix."""
+        """Hadoop S3A's options, as `spark.hadoop.*` confs without the prefix. No secret among them (confs can end up
+        on a command line): S3A reads the credentials from the environment (:meth:`environment`)."""
         options = {"fs.s3a.endpoint.region": self.region, "fs.s3a.path.style.access": str(self.path_style).lower()}
         if self.endpoint:
             options |= {"fs.s3a.endpoint": self.endpoint,
                         "fs.s3a.connection.ssl.enabled": str(self.endpoint.startswith("https://")).lower()}
         if self.access_key_id:
-            options |= {"fs.s3a.access.key": self.access_key_id, "fs.s3a.secret.key": self.secret_access_key,
-                        "fs.s3a.aws.credentials.provider":
-                            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
+            options["fs.s3a.aws.credentials.provider"] = ENV_CREDENTIALS_PROVIDER
         return options
+
+    def environment(self) -> dict[str, str]:
+        """The credentials as AWS's environment variables (what S3A's provider and every AWS client read)."""
+        if not self.access_key_id:
+            return {}
+        return {"AWS_ACCESS_KEY_ID": self.access_key_id, "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+                "AWS_REGION": self.region}
 
 
 def split_uri(uri: str) -> tuple[str, str]:
