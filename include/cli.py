@@ -243,7 +243,7 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
 
         if stop.is_set():
             return 0
-        every_job = argparse.Namespace(jobs=list(registry.order), trigger=Trigger(available_now=True),
+        every_job = argparse.Namespace(jobs=list(registry.order), group=None, trigger=Trigger(available_now=True),
                                        shuffle_partitions=None, outcomes=None)
         code = run(settings, every_job)  # in one driver, one after another, as the backfill's run_jobs does
         if code:

@@ -20,6 +20,7 @@ import pytest
 
 from include import checkpoints
 from include.checkpoints import journal as journals
+from include.checkpoints.actions import ActionContext
 from include.checkpoints.plan import PENDING, plan_job
 from include.checkpoints.request import CheckpointRequest
 from include.generator import DEFAULT_START
@@ -29,7 +30,6 @@ from include.registry import Trigger
 from include.settings import load_settings
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import ACTIONS, apply
-from spark_jobs.checkpoint_actions.base import ActionContext
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import (
     LAKEHOUSE,

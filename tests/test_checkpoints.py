@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from include import checkpoints
+from include.checkpoints.modes import RollbackRefused
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.checkpoints.request import CheckpointRequest
 from include.ops import batch_ledger, checkpoint_audit, lease
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import ActionRefused, apply, verify
-from spark_jobs.checkpoint_actions.rollback import RollbackRefused
 from spark_jobs.state_inspect import state_operators
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, run_cli

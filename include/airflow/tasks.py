@@ -138,8 +138,8 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
     the tables, and show what it would do (the approval's text). A request that may not run fails this task with
     one line (RequestRefused: no traceback, no alert) and is recorded in `_ops/checkpoint_audit` as refused."""
     from include.airflow.callbacks import RequestRefused
+    from include.checkpoints.preview import preview, render_markdown
     from include.checkpoints.request import from_params, verify_request
-    from spark_jobs.checkpoint_actions.preview import preview, render_markdown
 
     settings, registry = load()
     actor = f"dag:checkpoint_reset/{run_id}"

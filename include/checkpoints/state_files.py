@@ -38,7 +38,7 @@ def partition_files(partition: StoragePath, version: int) -> PartitionFiles:
         if snapshots:
             archive = store / f"{base}.zip"
             size += archive.stat().st_size
-            with zipfile.ZipFile(io.BytesIO(archive.read_bytes())) as snapshot:
+            with zipfile.ZipFile(archive if archive.is_local else io.BytesIO(archive.read_bytes())) as snapshot:
                 metadata = json.loads(snapshot.read("metadata").decode().split("\n", 1)[1])
             size += sum(f["sizeBytes"] for f in metadata.get("sstFiles", []))
             keys += int(metadata.get("numKeys", 0))

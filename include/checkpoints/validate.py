@@ -135,7 +135,7 @@ def _check_store_files(job: JobSpec, checkpoint: StoragePath, store: StoragePath
                            f"needs every change since {'snapshot ' + str(base) if base else 'the start'})")
     for needed in range(base, version + 1):
         for kind, path in files.get(needed, {}).items():
-            if kind == "zip" and not zipfile.is_zipfile(io.BytesIO(path.read_bytes())):
+            if kind == "zip" and not zipfile.is_zipfile(path if path.is_local else io.BytesIO(path.read_bytes())):
                 raise _damaged(job, checkpoint, path, "is truncated (not a complete zip file)")
             if kind != "zip" and not _complete_lz4(path):
                 raise _damaged(job, checkpoint, path, "is truncated (no end mark)")
@@ -143,12 +143,19 @@ def _check_store_files(job: JobSpec, checkpoint: StoragePath, store: StoragePath
 
 def _complete_lz4(path: StoragePath) -> bool:
     """A file of Spark's lz4 codec ends with an empty block (the end mark); files of other codecs pass."""
-    data = path.read_bytes()
-    if not data.startswith(LZ4_MAGIC):
+    if path.is_local:
+        with path.open("rb") as handle:
+            head = handle.read(len(LZ4_MAGIC))
+            size = handle.seek(0, 2)
+            handle.seek(max(size - 21, 0))
+            tail = handle.read()
+    else:
+        data = path.read_bytes()  # state files are small; a ranged read would save little
+        head, size, tail = data[:len(LZ4_MAGIC)], len(data), data[-21:]
+    if head != LZ4_MAGIC:
         return True
-    if len(data) < 21 + len(LZ4_MAGIC):
+    if size < 21 + len(LZ4_MAGIC):
         return False
-    tail = data[-21:]
     return tail[: len(LZ4_MAGIC)] == LZ4_MAGIC and tail[9:] == b"\0" * 12
 
 

@@ -1,46 +1,21 @@
-"""full-refresh: empty the job's sink tables (a new Delta version each; history kept), start a new checkpoint,
-and rebuild from all source data, upstream first. Jobs downstream of a target read what it rebuilds, so they
-must be rebuilt too (`--cascade`)."""
+"""full-refresh's steps: per job, move the checkpoint aside and empty its tables (a new Delta version each; history
+kept), then per job, rebuild from all source data, upstream first (its rules: include/checkpoints/modes.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from include.checkpoints.plan import downstream_jobs
-from include.registry import JobSpec, Trigger
+from include.checkpoints.modes import FullRefreshRules
+from include.registry import Trigger
 from include.storage.ownership import own_rows_condition
 from include.storage.paths import StoragePath
-from spark_jobs.checkpoint_actions.base import (
-    ActionContext,
-    ActionRefused,
-    ModeAction,
-    Prepared,
-    Step,
-    move_aside,
-)
+from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, move_aside
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class FullRefresh(ModeAction):
-    mode = "full-refresh"
-
-    def targets(self, ctx: ActionContext) -> list[str]:
-        jobs = [ctx.registry.job(j).id for j in ctx.request.jobs]
-        downstream = [d for j in jobs for d in downstream_jobs(ctx.registry, j) if d not in jobs]
-        if downstream and not ctx.request.get("cascade"):
-            raise ActionRefused(
-                f"full-refresh of {', '.join(jobs)} rebuilds tables that {', '.join(dict.fromkeys(downstream))} "
-                "read: their state and tables would no longer match; add --cascade to rebuild them too")
-        return [j for j in ctx.registry.order if j in jobs + downstream]
-
-    def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
-        emptied = ", ".join(t if (condition := own_rows_condition(ctx.registry, job, t)) is None
-                            else f"its rows of {t} ({condition})" for t in job.tables_written())
-        return (f"move {ctx.checkpoint(job.id)} aside, empty {emptied} (a new Delta version each; the "
-                "history is kept) and rebuild them from all source data (available-now)")
-
+class FullRefresh(FullRefreshRules, ModeAction):
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         resets = [Step(item.job, "move the checkpoint aside and empty " + ", ".join(
             ctx.registry.job(item.job).tables_written()), lambda item=item: reset(ctx, item)) for item in prepared]

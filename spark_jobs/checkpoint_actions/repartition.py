@@ -1,49 +1,22 @@
-"""repartition: move a stateful job's state to the registry's `state_store.shuffle_partitions` offline, with
-Spark's checkpoint repartition (nothing is reprocessed). The registry is the only source of the count."""
+"""repartition's steps: per job, copy the checkpoint aside, repartition the state (always from that copy) with
+Spark's offline checkpoint repartition, record the new count (its rules: include/checkpoints/modes.py)."""
 
 from __future__ import annotations
 
-from include import checkpoints
+from include.checkpoints.modes import RepartitionRules
 from include.checkpoints.plan import read_fingerprint, write_fingerprint
 from include.registry import JobSpec
 from spark_jobs.checkpoint_actions.base import (
     ActionContext,
-    ActionRefused,
     ModeAction,
     Prepared,
     Step,
     copy_aside,
     from_the_copy,
-    put_back_text,
 )
 
 
-class Repartition(ModeAction):
-    mode = "repartition"
-
-    def check(self, ctx: ActionContext, job: JobSpec) -> dict:
-        recorded = checkpoints.shuffle_partitions(ctx.checkpoint(job.id))
-        if recorded is None:
-            raise ActionRefused(f"job {job.id!r} has no checkpoint at {ctx.checkpoint(job.id)}: nothing to repartition")
-        if not job.stateful:
-            raise ActionRefused(f"job {job.id!r} keeps no state: its shuffle partitions need no repartition")
-        wanted = job.state_store.shuffle_partitions
-        if recorded == wanted:
-            raise ActionRefused(f"job {job.id!r}: its checkpoint already has {wanted} partitions, the registry's "
-                                "state_store.shuffle_partitions (the only source of the count): nothing to "
-                                "repartition; change the registry first")
-        return {"partitions": wanted}
-
-    def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
-        checkpoint = ctx.checkpoint(job.id)
-        return (f"copy {checkpoint} aside and repartition its state from {checkpoints.shuffle_partitions(checkpoint)} "
-                f"to {prepared.data['partitions']} partitions (the registry's state_store.shuffle_partitions; "
-                "nothing is reprocessed)")
-
-    def undo(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:  # the tables are not touched
-        return (f"{put_back_text(ctx, prepared)} and set state_store.shuffle_partitions back to "
-                f"{checkpoints.shuffle_partitions(ctx.checkpoint(job.id))} in the registry")
-
+class Repartition(RepartitionRules, ModeAction):
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         steps = []
         for item in prepared:

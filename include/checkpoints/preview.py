@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass
 
 from include.checkpoints import journal as journals
+from include.checkpoints.actions import ActionContext, ActionRefused, Prepared
+from include.checkpoints.modes import RULES
 from include.checkpoints.plan import Plan, downstream_jobs, plan_job
 from include.checkpoints.request import CheckpointRequest
 from include.ops import lease
 from include.registry import Registry
 from include.settings import Settings
 from include.storage import delta as delta_store
-from spark_jobs.checkpoint_actions.apply import ACTIONS
-from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, Prepared
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,12 @@ def preview(settings: Settings, registry: Registry, request: CheckpointRequest) 
         journal = journals.pending_for(settings, request.jobs[0])
         if journal is None:
             raise ActionRefused(f"job {request.jobs[0]!r} has no unfinished checkpoint action: nothing to resume")
-        action = ACTIONS[journal.mode]
+        action = RULES[journal.mode]
         ctx = ActionContext(settings, registry, CheckpointRequest(**{**journal.request, "dry_run": False}))
         prepared = [Prepared(**p) for p in journal.prepared]
         effects = {p.job: f"finish {journal.mode}: {journal.progress()}" for p in prepared}
     else:
-        action = ACTIONS[request.mode]
+        action = RULES[request.mode]
         for job_id in request.jobs:
             journals.refuse_if_pending(settings, job_id)
         prepared = [action.prepare(ctx, registry.job(j)) for j in action.targets(ctx)]
