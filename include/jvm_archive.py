@@ -4,7 +4,8 @@ starts seconds sooner (on 2 cores a small available-now run takes ~8 s instead o
 task, live start and checkpoint action pays.
 
 `make` builds it (`python -m include.jvm_archive`) into the jar cache after the jars: a few small jobs run once
-with `-XX:ArchiveClassesAtExit`. Drivers use it when it is there (:func:`driver_java_options`); when it does not
+with `-XX:ArchiveClassesAtExit`, on a local lakehouse and then on one on S3 (an S3 server started for the purpose,
+when `weed` is there): Hadoop's S3A and the AWS SDK load thousands of classes at a driver's first S3 request. Drivers use it when it is there (:func:`driver_java_options`); when it does not
 fit the JVM or the classpath (Java or pyspark upgraded), the JVM ignores it, silently: nothing depends on it.
 """
 
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +35,7 @@ WARM_UP_JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_
 
 _WARM_UP = """
 import sys
+from dataclasses import replace
 from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger, load_registry
 from include.settings import load_settings
@@ -40,11 +44,13 @@ from spark_jobs.streaming_query import run_job
 
 settings = load_settings()
 registry = load_registry(settings.registry_path)
-write_landing(settings.layout.landing(registry.job(sys.argv[1]).source.path), "clickstream",
-              GeneratorConfig(events=300, seed=1, files=2))
 spark = get_spark(settings, app_name="lakehouse-jvm-archive")
-for job_id in sys.argv[1:]:
-    run_job(spark, settings, registry, job_id, Trigger(available_now=True))
+s3_root, jobs = sys.argv[1], sys.argv[2:]
+for each in [settings] + ([replace(settings, root=s3_root)] if s3_root != "-" else []):
+    write_landing(each.layout.landing(registry.job(jobs[0]).source.path), "clickstream",
+                  GeneratorConfig(events=300, seed=1, files=2))
+    for job_id in jobs:
+        run_job(spark, each, registry, job_id, Trigger(available_now=True))
 spark.stop()
 """
 
@@ -79,7 +85,12 @@ def build(jars_dir: Path, timeout: float = 600) -> Path:
                "LAKEHOUSE_LOG_LEVEL": "WARNING"}
         env.pop("LAKEHOUSE_REGISTRY", None)  # the project's own registry has the warm-up jobs
         target.unlink(missing_ok=True)  # the warm-up must not run on an older archive
-        subprocess.run([sys.executable, "-c", _WARM_UP, *WARM_UP_JOBS], env=env, check=True, timeout=timeout)
+        with warm_up_store(Path(scratch)) as s3:
+            if s3 is not None:
+                env |= {**s3.storage_environment(), "LAKEHOUSE_ROOT": env["LAKEHOUSE_ROOT"]}
+            s3_root = str(s3.root) if s3 is not None else "-"
+            subprocess.run([sys.executable, "-c", _WARM_UP, s3_root, *WARM_UP_JOBS], env=env, check=True,
+                           timeout=timeout)
         deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after the Python driver
         while _writer_alive(partial) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -87,6 +98,31 @@ def build(jars_dir: Path, timeout: float = 600) -> Path:
         raise RuntimeError(f"the JVM wrote no class-data archive at {partial}")
     partial.replace(target)
     return target
+
+
+@contextmanager
+def warm_up_store(scratch: Path) -> Iterator[Settings | None]:
+    """Settings on an S3 server started for the warm-up (stopped after it), or None when none can start."""
+    import secrets
+    from dataclasses import replace
+
+    from include.objectstore import server
+    from include.settings import load_settings
+    from include.storage.s3 import S3Config
+
+    base = load_settings()
+    settings = replace(base, root="s3://jvm-archive/warm-up", local_dir=scratch / "local",
+                       s3=S3Config(f"http://127.0.0.1:{server.free_port()}", "jvm-archive", secrets.token_hex(16)))
+    try:
+        server.up(settings)
+    except (server.StorageError, OSError, RuntimeError) as exc:
+        log.warning("the class-data archive covers the local disk only (no S3 server for the warm-up: %s)", exc)
+        yield None
+        return
+    try:
+        yield settings
+    finally:
+        server.down(settings)
 
 
 def _writer_alive(partial: Path) -> bool:

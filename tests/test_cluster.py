@@ -22,6 +22,7 @@ from datetime import timedelta
 import pytest
 
 from include.cluster import airflow_services, postgres, spark_standalone
+from include.cluster.daemons import free_port_block
 from include.cluster.topology import Ports, Topology
 from include.generator import DEFAULT_START
 from include.kafka.broker import free_port_pair
@@ -49,23 +50,8 @@ GOLD = ["gold/user_activity_5m", "gold/user_sessions"]
 
 
 def free_ports(count: int) -> int:
-    """A port p with p .. p + count - 1 free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + count < 65535 and all(_free(port + i) for i in range(count)):
-            return port
-    raise RuntimeError(f"no {count} consecutive free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    """A port p with p .. p + count - 1 free on 127.0.0.1 (below the ephemeral range: include/cluster/daemons.py)."""
+    return free_port_block(list(range(count)))
 
 
 @dataclass

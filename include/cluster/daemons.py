@@ -85,6 +85,24 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
+def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
+    """A port p with p + each offset free on `host`, all below the kernel's ephemeral range: a port chosen now and
+    bound by a server later is not meanwhile taken by some client connection's local port (the tests' and benchmarks'
+    private servers)."""
+    import random
+
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    top = ephemeral - max(offsets) - 1
+    for _ in range(200):
+        port = random.randint(10000, top)
+        if not any(port_taken(host, port + offset) for offset in offsets):
+            return port
+    raise RuntimeError(f"no free ports {offsets} above a base below {ephemeral} on {host}")
+
+
 @dataclass(frozen=True)
 class Daemon:
     """One background process: its name, pid file and log."""

@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from include.cluster.daemons import Daemon, port_taken
+from include.cluster.daemons import Daemon, free_port_block, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -149,13 +148,7 @@ def _classpath(settings: Settings) -> str:
 def free_port_pair() -> int:
     """A port p with p and p + 1 free on 127.0.0.1: a private broker's listener and its controller's (the
     tests' and benchmarks' brokers)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 65535 and not port_taken("127.0.0.1", port) and not port_taken("127.0.0.1", port + 1):
-            return port
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+    return free_port_block([0, 1])
 
 
 def _java_command(settings: Settings, main: str, *args: str) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from include.cluster.daemons import Daemon, port_taken
+from include.cluster.daemons import Daemon, free_port_block, port_taken
 from include.settings import Settings
 from include.storage.s3 import CREDENTIALS_FILE, S3Config, client, kept_credentials, split_uri
 
@@ -77,15 +77,7 @@ def ports(port: int) -> dict[str, int]:
 
 def free_port() -> int:
     """A port p on 127.0.0.1 with every port the server derives from it free (the tests' and benchmarks' servers)."""
-    import socket
-
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        if port < 50000 and not any(port_taken(HOST, p) for p in ports(port).values()):
-            return port
-    raise RuntimeError(f"no free port range for the S3 server on {HOST}")
+    return free_port_block(list(ports(0).values()), HOST)
 
 
 def _credentials(settings: Settings, files: ServerFiles) -> tuple[str, str]:
