@@ -113,6 +113,7 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/quality_1m.py
 	$(PY) bench/dag_parse.py
 	$(PY) bench/micro_batch_cost.py
+	$(PY) bench/s3_vs_local.py
 
 clean:
 	rm -rf lakehouse airflow_home .pytest_cache
