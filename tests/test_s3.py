@@ -19,7 +19,17 @@ from include.registry import Trigger
 from include.settings import load_settings
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import REPO, arrival_order, generate, gold_rows, run_cli, saved_registry, wait_for
+from tests.support.helpers import (
+    REPO,
+    arrival_order,
+    fraud_alert_rows,
+    generate,
+    gold_rows,
+    land_logins,
+    run_cli,
+    saved_registry,
+    wait_for,
+)
 from tests.support.kill_hooks import kill_env, pause_env
 from tests.support.oracle import expected_alerts, expected_gold, expected_session_summaries
 
@@ -42,20 +52,6 @@ def s3_lakehouse(tmp_path, name: str):
     for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(variable, None)
     return settings, env
-
-
-def land_logins(settings, **kwargs):
-    from include.generator import GeneratorConfig, write_landing
-
-    config = GeneratorConfig(**{"events": 1200, "seed": 5, "files": 3, "users": 10, "events_per_minute": 8.0,
-                                "late_fraction": 0.03, "duplicate_fraction": 0.05, **kwargs})
-    return write_landing(settings.layout.landing("landing/logins"), "logins", config)
-
-
-def alert_rows(settings) -> list[tuple]:
-    rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
-    return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
-                  for r in rows if r["alert_type"] == "FRAUD_ALERT")
 
 
 def session_summary_rows(settings) -> list[tuple]:
@@ -88,7 +84,7 @@ def s3_house(spark, s3_server, kafka_broker, tmp_path_factory):
     ensure_topic(kafka_broker, "payments", 3)
     payments = land_both(settings, "payments", events=2400, seed=41, files=4)
     clicks = sorted((p for p in settings.layout.landing("landing/clickstream").iterdir()), key=lambda p: p.name)
-    logins = land_logins(settings)
+    logins = land_logins(settings, events=1200, files=3, users=10)
     for job_id in (*CHAIN, *LOGINS, *PAYMENTS):
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
     return {"settings": settings, "env": env, "registry": registry, "clicks": clicks, "logins": logins,
@@ -105,7 +101,7 @@ def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_reru
             + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))) == lines
     assert_chain_equals_the_oracle(settings, registry, [arrival_order(s3_house["clicks"])])
     expected = expected_alerts(registry, [arrival_order(s3_house["logins"].files)])
-    assert expected and alert_rows(settings) == expected
+    assert expected and fraud_alert_rows(settings) == expected
     assert_join_is_exact(settings, registry)
     state = settings.layout.checkpoint("gold_user_activity_5m") / "state"
     assert any(p.name.endswith(".zip") for p in state.rglob("*.zip")), "RocksDB snapshots live on S3"

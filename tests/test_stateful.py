@@ -11,13 +11,12 @@ import pytest
 
 from include import checkpoints
 from include.checkpoints.request import CheckpointRequest
-from include.generator import GeneratorConfig, write_landing
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import apply
 from spark_jobs.state_inspect import inspect_state
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, run_cli, session_summary_rows
+from tests.support.helpers import arrival_order, fraud_alert_rows, land_logins, run_cli, session_summary_rows
 from tests.support.kill_hooks import kill_env
 from tests.support.oracle import StaleServices, expected_alerts
 
@@ -33,19 +32,6 @@ def registry(small_batch_registry):
     return small_batch_registry
 
 
-def land_logins(settings, **kwargs):
-    config = GeneratorConfig(**{"events": 1600, "seed": 5, "files": 4, "users": 12, "events_per_minute": 8.0,
-                                "late_fraction": 0.03, "duplicate_fraction": 0.05, **kwargs})
-    return write_landing(settings.layout.landing("landing/logins"), "logins", config)
-
-
-def alert_rows(settings) -> list[tuple]:
-    rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
-    assert all(r["alert_type"] == "FRAUD_ALERT" for r in rows)
-    return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
-                  for r in rows)
-
-
 def run_lineage(spark, settings, registry, jobs=LOGIN_JOBS):
     for job_id in jobs:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
@@ -57,13 +43,13 @@ def test_fraud_alerts_equal_the_oracle_over_two_drops_and_a_rerun(spark, setting
     drops = [arrival_order(first.files)]
     expected = expected_alerts(registry, drops)
     assert len(expected) >= 5, "test data too small: too few alerts"
-    assert alert_rows(settings) == expected
+    assert fraud_alert_rows(settings) == expected
 
     second = land_logins(settings, seed=6, start=datetime(2026, 1, 1, 3, tzinfo=UTC))
     run_lineage(spark, settings, registry)
     drops.append(arrival_order(second.files))
     expected = expected_alerts(registry, drops)
-    assert alert_rows(settings) == expected
+    assert fraud_alert_rows(settings) == expected
     assert len({(user, t) for user, t, *_ in expected}) == len(expected)  # one alert per burst
 
     version = delta_store.latest_version(settings.layout.table("gold/alerts"))
@@ -114,7 +100,7 @@ def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, se
     (operator,) = report["operators"]
     assert {s["store"].split()[1] for s in operator["stores"]} == {"failures", "pending", "idle_timer"}
     assert operator["timers"]["keys"] == 1 and operator["timers"]["next"][0]["key"] == {"user_id": "busy_user"}
-    assert alert_rows(settings) == []
+    assert fraud_alert_rows(settings) == []
 
 
 def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
@@ -128,11 +114,11 @@ def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registr
     app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
     assert delta_store.committed_batch(settings.layout.table("gold/alerts"), app_id) == batch
     assert checkpoints.latest_committed_batch(checkpoint) == batch - 1
-    alerts_before_restart = len(alert_rows(settings))
+    alerts_before_restart = len(fraud_alert_rows(settings))
     assert alerts_before_restart, "the killed run wrote no alerts: choose a later batch"
 
     run_job(spark, settings, registry, job_id, AVAILABLE_NOW)  # the restart: the same code as a process's
-    assert alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
+    assert fraud_alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
 
 
 def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw):

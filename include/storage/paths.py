@@ -19,6 +19,7 @@ naming what was copied, then a delete of the source: cut short, it is completed 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import fnmatch
 import hashlib
@@ -120,14 +121,14 @@ class LocalPath(PosixPath):
             os.unlink(tmp)
         return content_version(data)
 
-    def _locked_directory(self):
-        """An exclusive lock on the file's directory: compare-and-swap steps of every process serialize on it."""
+    @contextlib.contextmanager
+    def _unchanged_since(self, version: str) -> Iterator[None]:
+        """Hold the file's directory locked while the file still has ``version`` (else VersionMismatch).
+
+        Compare-and-swap steps of every process serialize on that lock.
+        """
         fd = os.open(self.parent, os.O_RDONLY | os.O_DIRECTORY)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
-
-    def replace_if(self, data: bytes, version: str) -> str:
-        fd = self._locked_directory()
         try:
             try:
                 current = content_version(self.read_bytes())
@@ -135,23 +136,18 @@ class LocalPath(PosixPath):
                 raise VersionMismatch(f"{self} is gone") from None
             if current != version:
                 raise VersionMismatch(f"{self} changed")
-            self.write_bytes(data)
+            yield
         finally:
             os.close(fd)
+
+    def replace_if(self, data: bytes, version: str) -> str:
+        with self._unchanged_since(version):
+            self.write_bytes(data)
         return content_version(data)
 
     def delete_if(self, version: str) -> None:
-        fd = self._locked_directory()
-        try:
-            try:
-                current = content_version(self.read_bytes())
-            except FileNotFoundError:
-                raise VersionMismatch(f"{self} is gone") from None
-            if current != version:
-                raise VersionMismatch(f"{self} changed")
+        with self._unchanged_since(version):
             self.unlink()
-        finally:
-            os.close(fd)
 
     def rmtree(self) -> None:
         shutil.rmtree(self, ignore_errors=True)

@@ -22,6 +22,20 @@ def generate(settings: Settings, **kwargs):
     return write_landing(settings.layout.landing("landing/clickstream"), "clickstream", config)
 
 
+def land_logins(settings: Settings, **kwargs):
+    """Login events (the fraud-alert lineage's landing source), a few alerts' worth by default."""
+    config = GeneratorConfig(**{"events": 1600, "seed": 5, "files": 4, "users": 12, "events_per_minute": 8.0,
+                                "late_fraction": 0.03, "duplicate_fraction": 0.05, **kwargs})
+    return write_landing(settings.layout.landing("landing/logins"), "logins", config)
+
+
+def fraud_alert_rows(settings: Settings) -> list[tuple]:
+    """The sorted FRAUD_ALERT rows of gold/alerts, as the oracle's expected_alerts gives them."""
+    rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+    return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
+                  for r in rows if r["alert_type"] == "FRAUD_ALERT")
+
+
 def arrival_order(files: list[Path]) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime)
 
