@@ -43,9 +43,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     return parser
 
 
-
-
-
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run registry jobs in this process until each drains (available-now) or is stopped.
 

@@ -300,3 +300,56 @@ def test_writers_in_several_processes_commit_to_one_table_for_a_minute_and_lose_
     assert_every_append_is_there_once(settings, table, spark)
     history = [op for op in delta_store.open_table(table).history() if op["operation"] == "OPTIMIZE"]
     assert history, "the compaction beside the writers committed"
+
+
+@pytest.mark.timeout(900)
+def test_maintenance_beside_a_live_group_on_s3_compacts_and_loses_nothing(s3_server, tmp_path):
+    """`lakehouse maintain` (OPTIMIZE, VACUUM) of bronze, silver and gold run twice while a live bronze -> silver ->
+    gold group on S3 appends to the same tables, with new events landing: the compactions commit beside the
+    writers' micro-batches, the writers go on, and the windows equal the oracle."""
+    from include.ops.maintenance_log import MAINTENANCE_TABLE
+    from tests.test_groups import GROUP, MEMBERS, drop_after, group_registry
+
+    settings, env = s3_lakehouse(tmp_path, "live-maintenance")
+    path = tmp_path / "jobs.yaml"
+    registry = group_registry(path, following=MEMBERS[1:])
+    settings, env = replace(settings, registry_path=path), {**env, "LAKEHOUSE_REGISTRY": str(path)}
+    tables = ["bronze/clickstream", "silver/clickstream", "gold/user_activity_5m"]
+
+    def gold_equals_the_oracle(drops) -> None:
+        expected = expected_gold(registry, drops)["gold/user_activity_5m"]
+        gold = settings.layout.table("gold/user_activity_5m")
+        wait_for(lambda: delta_store.table_exists(gold) and gold_rows(settings, "gold/user_activity_5m") == expected,
+                 300, "gold to equal the oracle", interval=2)
+
+    drops = [arrival_order(generate(settings, events=400, seed=95, files=2, late_fraction=0.0).files)]
+    driver = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "--group", GROUP], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        gold_equals_the_oracle(drops)
+        for seed in (96, 97):
+            drops.append(arrival_order(generate(settings, events=300, seed=seed, files=2, late_fraction=0.0,
+                                                start=drop_after(drops)).files))
+            maintained = run_cli(["maintain", *tables], env, timeout=600)
+            assert maintained.returncode == 0, maintained.stderr[-3000:]
+            assert driver.poll() is None, driver.stderr.read()[-3000:]  # the writers go on
+        gold_equals_the_oracle(drops)
+        stopped = run_cli(["stop", "--all", "--wait", "60"], env)
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+        _, stderr = driver.communicate(timeout=120)
+        assert driver.returncode == 0, stderr[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(timeout=60)
+    lines = sum(len(p.read_text().splitlines()) for drop in drops for p in drop)
+    assert (delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+            + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))) == lines
+    silver = delta_store.read_table(settings.layout.table("silver/clickstream"), columns=["event_id"]).to_pylist()
+    assert len(silver) == len({r["event_id"] for r in silver})
+    recorded = delta_store.read_table(settings.layout.ops_table(MAINTENANCE_TABLE)).to_pylist()
+    optimized = [r for r in recorded if r["operation"] == "optimize"]
+    assert len(optimized) == 6 and all(r["outcome"] == "done" for r in optimized), optimized
+    assert any(r["files_before"] > r["files_after"] for r in optimized), optimized  # something was compacted
+    history = delta_store.open_table(settings.layout.table("silver/clickstream")).history()
+    assert any(op["operation"] == "OPTIMIZE" for op in history)
