@@ -10,8 +10,8 @@ An S3 server as `lakehouse storage up` starts it (SeaweedFS on free ports, its d
   landing files, tables, checkpoints and state all in the bucket), in one SparkSession, after a small untimed run of
   each (the JVM's first-use costs, S3A's client included, are paid before timing). Goal: S3 at most 1.5x local.
 - **Live latency**: bench/live_latency.py (bronze on a `--trigger`-second clock reading Kafka, silver and gold on their
-  upstream's commits, one driver; the README's operating point on 2 cores: 2,000 events/s, T = 5 s) with its lakehouse on the local disk, then on S3: produced -> silver and window
-  end -> gold p95. Goal: S3 within one trigger interval of local.
+  upstream's commits, one driver; the README's operating point on 2 cores: 2,000 events/s, T = 5 s) with its
+  lakehouse on the local disk, then on S3: produced -> silver and window end -> gold p95. Goal: S3 within one trigger interval of local.
 
 Prints one JSON document (the figures, the ratios, a verdict per goal).
 """

@@ -28,6 +28,7 @@ from tests.support.helpers import (
     land_logins,
     run_cli,
     saved_registry,
+    session_summary_rows,
     wait_for,
 )
 from tests.support.kill_hooks import kill_env, pause_env
@@ -52,12 +53,6 @@ def s3_lakehouse(tmp_path, name: str):
     for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(variable, None)
     return settings, env
-
-
-def session_summary_rows(settings) -> list[tuple]:
-    from tests.support.helpers import session_summary_rows as rows
-
-    return rows(settings)
 
 
 def assert_chain_equals_the_oracle(settings, registry, drops) -> None:

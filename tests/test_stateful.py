@@ -43,13 +43,13 @@ def test_fraud_alerts_equal_the_oracle_over_two_drops_and_a_rerun(spark, setting
     drops = [arrival_order(first.files)]
     expected = expected_alerts(registry, drops)
     assert len(expected) >= 5, "test data too small: too few alerts"
-    assert fraud_alert_rows(settings) == expected
+    assert fraud_alert_rows(settings, only_fraud_alerts=True) == expected
 
     second = land_logins(settings, seed=6, start=datetime(2026, 1, 1, 3, tzinfo=UTC))
     run_lineage(spark, settings, registry)
     drops.append(arrival_order(second.files))
     expected = expected_alerts(registry, drops)
-    assert fraud_alert_rows(settings) == expected
+    assert fraud_alert_rows(settings, only_fraud_alerts=True) == expected
     assert len({(user, t) for user, t, *_ in expected}) == len(expected)  # one alert per burst
 
     version = delta_store.latest_version(settings.layout.table("gold/alerts"))
@@ -100,7 +100,7 @@ def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, se
     (operator,) = report["operators"]
     assert {s["store"].split()[1] for s in operator["stores"]} == {"failures", "pending", "idle_timer"}
     assert operator["timers"]["keys"] == 1 and operator["timers"]["next"][0]["key"] == {"user_id": "busy_user"}
-    assert fraud_alert_rows(settings) == []
+    assert fraud_alert_rows(settings, only_fraud_alerts=True) == []
 
 
 def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
@@ -114,11 +114,11 @@ def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registr
     app_id = f"{job_id}:{checkpoints.query_id(checkpoint)}"
     assert delta_store.committed_batch(settings.layout.table("gold/alerts"), app_id) == batch
     assert checkpoints.latest_committed_batch(checkpoint) == batch - 1
-    alerts_before_restart = len(fraud_alert_rows(settings))
+    alerts_before_restart = len(fraud_alert_rows(settings, only_fraud_alerts=True))
     assert alerts_before_restart, "the killed run wrote no alerts: choose a later batch"
 
     run_job(spark, settings, registry, job_id, AVAILABLE_NOW)  # the restart: the same code as a process's
-    assert fraud_alert_rows(settings) == expected_alerts(registry, [arrival_order(landed.files)])
+    assert fraud_alert_rows(settings, only_fraud_alerts=True) == expected_alerts(registry, [arrival_order(landed.files)])
 
 
 def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, settings, raw):

@@ -29,9 +29,12 @@ def land_logins(settings: Settings, **kwargs):
     return write_landing(settings.layout.landing("landing/logins"), "logins", config)
 
 
-def fraud_alert_rows(settings: Settings) -> list[tuple]:
-    """The sorted FRAUD_ALERT rows of gold/alerts, as the oracle's expected_alerts gives them."""
+def fraud_alert_rows(settings: Settings, only_fraud_alerts: bool = False) -> list[tuple]:
+    """The sorted FRAUD_ALERT rows of gold/alerts, as the oracle's expected_alerts gives them; with
+    `only_fraud_alerts`, the table must hold no other kind (only the fraud job wrote it)."""
     rows = delta_store.read_table(settings.layout.table("gold/alerts")).to_pylist()
+    if only_fraud_alerts:
+        assert all(r["alert_type"] == "FRAUD_ALERT" for r in rows), {r["alert_type"] for r in rows}
     return sorted((r["entity"], int(r["alert_time"].timestamp()), int(r["window_start"].timestamp()), r["event_count"])
                   for r in rows if r["alert_type"] == "FRAUD_ALERT")
 
