@@ -40,6 +40,7 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
     checkpoint = settings.layout.checkpoint(job.id)
     sink = job.sink
     guard = guard or (lambda: None)
+    handles = delta_store.TableHandles()  # this run's tables, read on each batch
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         app_id = checkpoints.writer_app_id(checkpoint, job.id)
@@ -52,12 +53,12 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
             written_batch, rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # fills the cache
             report_data_loss(settings, job, batch, batch_id, app_id)
             batch_hooks.fire(job.id, "before_commit", batch_id)
-            gained = {}
+            gained, versions = {}, {}
             for table, rows in routes(job, written_batch, unread):
+                location = settings.layout.table(table)
+                committed, versions[table] = delta_store.batch_check(location, app_id, handles)
                 if not rows_per_table.get(table):
                     continue
-                location = settings.layout.table(table)
-                committed, version = delta_store.batch_check(location, app_id)
                 if committed is not None and committed >= batch_id:  # a replay: Delta would skip it anyway
                     log.info("job=%s batch %d: %s already holds it (a replay): not written again", job.id, batch_id,
                              table)
@@ -65,10 +66,12 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
                 guard()
                 if table == sink.table and sink.mode == "update":
                     merge(rows, str(location), sink.merge_keys, app_id, batch_id)
+                    versions[table] = handles.latest(location).version()
                 else:
-                    append_batch(rows.coalesce(sink.files_per_batch), str(location), app_id, batch_id, version)
+                    versions[table] = append_batch(rows.coalesce(sink.files_per_batch), str(location), app_id,
+                                                   batch_id, versions[table])
                 gained[table] = rows_per_table[table]
-            batch_ledger.record(settings, job.id, app_id, batch_id, job.tables_written())
+            batch_ledger.record(settings, job.id, app_id, batch_id, versions)
             guard()  # Spark writes the batch's commit next: a holder that lost its lease does not
             if written is not None:
                 written.update(gained)  # rows the tables really gained (the summary line's "rows out")
@@ -100,14 +103,16 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
         record_alert(settings, job.id, f"batch {batch_id}: {line}")
 
 
-def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int, read_version: int) -> None:
+def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int, read_version: int) -> int:
     """Append `rows` in one Delta commit that records (app_id, batch_id), as the `txnAppId` / `txnVersion` write
     options would, through the same Delta command but without its own "written already?" lookup: Delta 4.4
     answers it by reconstructing the table's state, a Spark job that costs a small batch twice its write
     (bench/micro_batch_cost.py). The caller answered it from the log at `read_version` (`delta_store.batch_check`)
     and holds the job's lease; a commit of this app id after that version (another holder's) makes Delta refuse
-    this one (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java)."""
-    rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id, read_version)
+    this one (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java). Returns the table's version holding the batch."""
+    committed = rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id,
+                                                                         read_version)
+    return committed if committed >= 0 else read_version
 
 
 def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:

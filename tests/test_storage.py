@@ -166,3 +166,27 @@ def test_what_the_lakehouse_writes_any_s3_client_reads(s3_settings):
     files = [f.path for f in fs.get_file_info(pafs.FileSelector(f"{table.bucket}/{table.key}"))
              if f.path.endswith(".parquet")]
     assert sum(pq.read_table(f, filesystem=fs).num_rows for f in files) == 2
+
+
+def test_operational_appends_follow_a_table_restored_or_recreated_under_them(root):
+    """append_rows keeps one delta-rs handle per table and thread, updated on each append: a table put back to an
+    older copy, or deleted, under that handle is read again, never appended to at the handle's stale version."""
+    from include.storage import delta as delta_store
+
+    table, saved = root / "_ops" / "probe", root / "saved_probe"
+
+    def versions() -> list[int]:
+        return sorted(int(p.name.split(".")[0]) for p in (table / "_delta_log").glob("*.json"))
+
+    for n in range(3):
+        delta_store.append_rows(table, {"n": "long"}, [{"n": n}])
+    table.copytree(saved)
+    for n in range(3, 5):
+        delta_store.append_rows(table, {"n": "long"}, [{"n": n}])
+    table.rmtree()
+    saved.copytree(table)  # back to 3 rows, at version 3
+    delta_store.append_rows(table, {"n": "long"}, [{"n": 9}])
+    assert delta_store.count_rows(table) == 4 and versions() == list(range(5))
+    table.rmtree()
+    delta_store.append_rows(table, {"n": "long"}, [{"n": 10}])
+    assert delta_store.read_table(table)["n"].to_pylist() == [10] and versions() == [0, 1]

@@ -10,6 +10,7 @@ rollback the writer records under a new generation of its app id.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import pyarrow.compute as pc
@@ -29,16 +30,12 @@ LEDGER_SCHEMA: dict[str, str] = {
 }
 
 
-def record(settings: Settings, job_id: str, app_id: str, batch_id: int, tables: list[str]) -> None:
-    """Record the current version of each of `tables` as the state after `batch_id`."""
+def record(settings: Settings, job_id: str, app_id: str, batch_id: int, versions: Mapping[str, int]) -> None:
+    """Record `versions` ({table: its Delta version holding the batch}) as the state after `batch_id`."""
     now = datetime.now(UTC)
     run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID", "")
-    rows = [
-        {"job": job_id, "app_id": app_id, "batch_id": batch_id, "table": table,
-         "version": delta_store.latest_version(settings.layout.table(table)), "airflow_run_id": run_id,
-         "recorded_at": now}
-        for table in tables if delta_store.table_exists(settings.layout.table(table))
-    ]
+    rows = [{"job": job_id, "app_id": app_id, "batch_id": batch_id, "table": table, "version": version,
+             "airflow_run_id": run_id, "recorded_at": now} for table, version in versions.items()]
     if rows:
         delta_store.append_rows(settings.layout.ops_table(LEDGER_TABLE), LEDGER_SCHEMA, rows)
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from include.registry.columns import COLUMN_TYPES
-from include.storage.paths import StoragePath
+from include.storage.paths import StoragePath, as_storage
 
 Location = StoragePath | PurePath | str  # a storage path (S3 needs its options); a plain path or string is local
 
@@ -75,6 +76,41 @@ def ensure_table(path: Location, columns: Mapping[str, str], partition_by: Seque
     return False
 
 
+class TableHandles:
+    """delta-rs handles on tables, each opened once and brought up to date on each later use.
+
+    Opening a table replays its log from the last checkpoint (on object storage: a listing and a read per commit
+    since, up to a hundred for a table delta-rs writes); an update reads only the commits since the handle's
+    version. A table moved, restored from a copy or recreated under a handle is opened again: its version's commit
+    file must still be there (one small request per use).
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[str, DeltaTable] = {}
+
+    def holds(self, path: Location) -> bool:
+        return location(path)[0] in self._tables
+
+    def latest(self, path: Location) -> DeltaTable:
+        """The table at `path` at its latest version."""
+        uri, options = location(path)
+        table = self._tables.pop(uri, None)
+        if table is not None:
+            try:
+                table.update_incremental()  # refuses a log older than the handle
+            except DeltaError:
+                table = None
+        if table is not None and not (as_storage(path) / "_delta_log" / f"{table.version():020d}.json").exists():
+            table = None
+        if table is None:  # TableNotFoundError when there is no table
+            table = DeltaTable(uri, storage_options=options or None)
+        self._tables[uri] = table
+        return table
+
+
+_appending = threading.local()  # this thread's TableHandles for append_rows
+
+
 def committed_batch(path: Location, app_id: str) -> int | None:
     """The last batch id `app_id` committed to the table (its Delta app transaction), or None."""
     try:
@@ -83,19 +119,30 @@ def committed_batch(path: Location, app_id: str) -> int | None:
         return None
 
 
-def batch_check(path: Location, app_id: str) -> tuple[int | None, int]:
+def batch_check(path: Location, app_id: str, handles: TableHandles | None = None) -> tuple[int | None, int]:
     """(the last batch `app_id` committed to the table, or None; the table version that answer was read at)."""
-    table = open_table(path)
+    table = handles.latest(path) if handles is not None else open_table(path)
     return table.transaction_version(app_id), table.version()
 
 
 def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
     """Append plain rows to an operational table, creating it if needed (no idempotency key); columns the project
-    added since the table was made are added to it (its older rows read null there)."""
-    evolve = ensure_table(path, columns, new_columns_at_end=True)
+    added since the table was made are added to it (its older rows read null there). The table is opened (and its
+    columns checked) once per thread: the listener and every query append on each micro-batch."""
+    handles = getattr(_appending, "handles", None)
+    if handles is None:
+        handles = _appending.handles = TableHandles()
+    table, evolve = None, False
+    if handles.holds(path):
+        try:
+            table = handles.latest(path)
+        except TableNotFoundError:  # gone since: made again below
+            table = None
+    if table is None:
+        evolve = ensure_table(path, columns, new_columns_at_end=True)
+        table = handles.latest(path)
     data = pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(columns))
-    uri, options = location(path)
-    write_deltalake(uri, data, mode="append", schema_mode="merge" if evolve else None, storage_options=options or None,
+    write_deltalake(table, data, mode="append", schema_mode="merge" if evolve else None,
                     commit_properties=CommitProperties(max_commit_retries=50))
 
 
