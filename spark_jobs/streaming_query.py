@@ -342,11 +342,21 @@ def run_summary(job_id: str, status: str, batches: int, rows_in: int, written: C
 
 
 def _stop_at_batch_boundary(query, grace_seconds: float, job_id: str) -> None:
-    """Wait for the running batch (if any) to finish, then stop the query."""
+    """Wait for the running batch (if any) to finish, then stop the query. Batches that run back to back (longer
+    than their trigger interval) leave no moment between them: the next one has just begun when the running one
+    reports its progress, and is stopped there (it runs again on the next start, as after any stop mid-batch)."""
     deadline = time.monotonic() + grace_seconds
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+    running = _last_batch(query)
+    while (query.isActive and query.status["isTriggerActive"] and _last_batch(query) == running
+           and time.monotonic() < deadline):
         time.sleep(0.05)
     if query.isActive and query.status["isTriggerActive"]:
         log.warning("job=%s: batch still running after %.0fs; stopping anyway (it will replay)", job_id, grace_seconds)
     log.info("job=%s: stop requested, stopping between batches", job_id)
     query.stop()
+
+
+def _last_batch(query) -> int | None:
+    """The id of the query's last finished batch (None before its first)."""
+    progress = query.lastProgress
+    return progress["batchId"] if progress else None

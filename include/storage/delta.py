@@ -138,7 +138,7 @@ def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mappi
             table = handles.latest(path)
         except TableNotFoundError:  # gone since: made again below
             table = None
-    if table is None:
+    if table is None or table.schema().to_arrow().names != list(columns):  # new, or the project added columns
         evolve = ensure_table(path, columns, new_columns_at_end=True)
         table = handles.latest(path)
     data = pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(columns))
