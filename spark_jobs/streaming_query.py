@@ -350,7 +350,7 @@ def _stop_at_batch_boundary(query, grace_seconds: float, job_id: str) -> None:
     while (query.isActive and query.status["isTriggerActive"] and _last_batch(query) == running
            and time.monotonic() < deadline):
         time.sleep(0.05)
-    if query.isActive and query.status["isTriggerActive"]:
+    if time.monotonic() >= deadline and query.isActive and query.status["isTriggerActive"]:
         log.warning("job=%s: batch still running after %.0fs; stopping anyway (it will replay)", job_id, grace_seconds)
     log.info("job=%s: stop requested, stopping between batches", job_id)
     query.stop()
