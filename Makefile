@@ -54,7 +54,7 @@ $(KAFKA_STAMP): include/jars/kafka-broker.pom.xml
 $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(STAMP)
 	@command -v javac >/dev/null 2>&1 || { echo "a JDK's javac is needed once, to compile spark_jobs/jvm into $(JARS_DIR): apt-get install openjdk-17-jdk-headless"; exit 2; }
 	rm -rf "$(JARS_DIR)/.classes" && mkdir -p "$(JARS_DIR)/.classes"
-	javac -nowarn -d "$(JARS_DIR)/.classes" -cp "$$($(PY) -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:$$(ls $(JARS_DIR)/delta-*.jar $(JARS_DIR)/hadoop-aws-*.jar | tr '\n' :)" spark_jobs/jvm/lakehouse/*.java
+	javac -nowarn -d "$(JARS_DIR)/.classes" -cp "$$($(PY) -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')/jars/*:$$(ls $(JARS_DIR)/delta-*.jar $(JARS_DIR)/hadoop-aws-*.jar $(JARS_DIR)/bundle-*.jar | tr '\n' :)" spark_jobs/jvm/lakehouse/*.java
 	jar cf $@ -C "$(JARS_DIR)/.classes" .
 	rm -rf "$(JARS_DIR)/.classes"
 
