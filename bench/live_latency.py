@@ -2,7 +2,8 @@
 to the finalized window in gold.
 
     .venv/bin/python bench/live_latency.py [--rate 2000] [--seconds 120] [--trigger 2] [--downstream on-upstream-commit]
-                                           [--gold-trigger T] [--separate] [--live-jit tiered|c1] [--root PATH|URI]
+                                           [--gold-trigger T] [--separate] [--live-jit tiered|c1] [--warmup 60]
+                                           [--root PATH|URI]
 
 A broker (`lakehouse kafka up`'s code, on free ports) and three live jobs in one driver (`lakehouse run --group
 latency`; `--separate`: a process each, `lakehouse run <job> --trigger <its live trigger>`). Bronze's live trigger is `processing-time=--trigger`;
@@ -16,7 +17,8 @@ shares the 2 cores with the driver here, and 5 ms batches cost it a third of a c
 (`_kafka_timestamp`) and Delta's change data feed gives each row's commit time; a gold window is final when its
 row is committed, measured from the window's end (the earliest it could be final: the watermark delay is part of
 the figure). Reports p50 / p95 / p99 against the target (silver p95 within twice bronze's trigger interval + 2 s),
-the rate silver sustained, and what bounds them: each job's batch durations against its batch interval (batches
+the rate silver sustained (also `_steady`: over the messages produced, and the windows ending, after the first
+`--warmup` seconds, when the drivers' first-use costs are paid), and what bounds them: each job's batch durations against its batch interval (batches
 longer than it run back to back, and a message waits for the batches before it) and the machine's load while the
 producer ran.
 """
@@ -35,7 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
@@ -142,6 +144,9 @@ def main() -> None:
     parser.add_argument("--live-jit", choices=("tiered", "c1"), default="tiered",
                         help="the group's `resources.live_jit` (default tiered: C2 pays for itself at thousands of "
                              "events a second)")
+    parser.add_argument("--warmup", type=int, default=60,
+                        help="seconds of production after which the steady-state figures begin (a started driver's first "
+                             "batches pay its first-use costs: code compiled, clients and state stores opened)")
     parser.add_argument("--root", default=None,
                         help="the lakehouse: a local path or an S3 URI (default: a new scratch directory)")
     args = parser.parse_args()
@@ -179,6 +184,7 @@ def main() -> None:
         produced: list[int] = []
         producer = threading.Thread(target=produce, args=(bootstrap, args.rate, args.seconds, produced))
         started = time.monotonic()
+        steady_from = datetime.now(UTC) + timedelta(seconds=args.warmup)
         producer.start()
         loads = [os.getloadavg()[0]]
         while producer.is_alive():
@@ -199,17 +205,22 @@ def main() -> None:
             process.wait(timeout=180)
         broker.down(settings)
     silver_rows = [r for r in changes(settings.layout.table("silver/clickstream")) if r["_change_type"] == "insert"]
-    silver_latency = [(utc(r["_commit_timestamp"]) - utc(r["_kafka_timestamp"])).total_seconds() for r in silver_rows]
+    silver_latency = [(utc(r["_kafka_timestamp"]), (utc(r["_commit_timestamp"]) - utc(r["_kafka_timestamp"])).total_seconds())
+                      for r in silver_rows]
     gold_rows = [r for r in changes(settings.layout.table("gold/user_activity_5m")) if r["_change_type"] == "insert"]
-    gold_latency = [(utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds() for r in gold_rows]
+    gold_latency = [(utc(r["window_end"]), (utc(r["_commit_timestamp"]) - utc(r["window_end"])).total_seconds())
+                    for r in gold_rows]
     print(json.dumps({
         "drivers": "a driver per job" if args.separate else "one driver (group)",
         "rate_target": args.rate, "seconds": args.seconds, "triggers": triggers, "live_jit": args.live_jit,
         "produced": produced[0],
         "silver_rows": len(silver_rows), "silver_caught_up_after_seconds": round(caught_up, 1),
         "silver_rate_sustained": round(len(silver_rows) / caught_up, 1),
-        "produced_to_silver_seconds": percentiles(silver_latency),
-        "window_end_to_gold_seconds": percentiles(gold_latency),
+        "produced_to_silver_seconds": percentiles([s for _, s in silver_latency]),
+        "window_end_to_gold_seconds": percentiles([s for _, s in gold_latency]),
+        "warmup_seconds": args.warmup,  # the same, for messages produced (windows ending) after the warm-up
+        "produced_to_silver_seconds_steady": percentiles([s for at, s in silver_latency if at >= steady_from]),
+        "window_end_to_gold_seconds_steady": percentiles([s for at, s in gold_latency if at >= steady_from]),
         "silver_p95_target_seconds": 2 * args.trigger + 2,
         "batch_seconds_with_input": batch_durations(settings, {j: registry.live_interval_seconds(j) for j in JOBS}),
         "load_average_while_producing": {"median": round(statistics.median(loads), 1), "max": round(max(loads), 1),

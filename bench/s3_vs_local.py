@@ -11,7 +11,9 @@ An S3 server as `lakehouse storage up` starts it (SeaweedFS on free ports, its d
   each (the JVM's first-use costs, S3A's client included, are paid before timing). Goal: S3 at most 1.5x local.
 - **Live latency**: bench/live_latency.py (bronze on a `--trigger`-second clock reading Kafka, silver and gold on their
   upstream's commits, one driver; the README's operating point on 2 cores: 2,000 events/s, T = 5 s) with its
-  lakehouse on the local disk, then on S3: produced -> silver and window end -> gold p95. Goal: S3 within one trigger interval of local.
+  lakehouse on the local disk, then on S3: produced -> silver and window end -> gold p95, over the whole run and after
+  the warm-up (the first minute: each driver's first batches pay its first-use costs, as the backfill's untimed run
+  does). Goal: S3 within one trigger interval of local, after the warm-up.
 
 Prints one JSON document (the figures, the ratios, a verdict per goal).
 """
@@ -100,14 +102,15 @@ def main() -> None:
         if not args.skip_live:
             live_local = live(str(work / "live_local"), {**os.environ, "PYSPARK_PYTHON": sys.executable}, args)
             live_s3 = live("s3://bench/live", env, args)
-            silver = [r["produced_to_silver_seconds"]["p95"] for r in (live_local, live_s3)]
-            gold = [r["window_end_to_gold_seconds"]["p95"] for r in (live_local, live_s3)]
-            result |= {"live_local": live_local, "live_s3": live_s3,
-                       "silver_p95_seconds": {"local": silver[0], "s3": silver[1]},
-                       "gold_p95_seconds": {"local": gold[0], "s3": gold[1]}}
-            within = all(b - a <= args.trigger for a, b in (silver, gold))
+            result |= {"live_local": live_local, "live_s3": live_s3}
+            for figure in ("", "_steady"):
+                silver = [r[f"produced_to_silver_seconds{figure}"]["p95"] for r in (live_local, live_s3)]
+                gold = [r[f"window_end_to_gold_seconds{figure}"]["p95"] for r in (live_local, live_s3)]
+                result |= {f"silver_p95_seconds{figure}": {"local": silver[0], "s3": silver[1]},
+                           f"gold_p95_seconds{figure}": {"local": gold[0], "s3": gold[1]}}
+            within = all(b - a <= args.trigger for a, b in (silver, gold))  # steady state: after the warm-up
             result["live_goal"] = (f"{'PASS' if within else 'FAIL'}: S3's p95 within one trigger ({args.trigger} s) "
-                                   "of local, to silver and to gold")
+                                   f"of local, to silver and to gold, after the first {live_s3['warmup_seconds']} s")
         print(json.dumps(result, indent=2))
     finally:
         server.down(s3)

@@ -99,8 +99,12 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         # Delta replays its log (after every commit, too) with this many tasks: the default (50), or even 4, costs
-        # a micro-batch seconds per table on few cores; the tables' logs are small (a checkpoint every 10 commits).
+        # a micro-batch seconds per table on few cores; the tables' logs are small.
         .config("spark.databricks.delta.snapshotPartitions", "1")
+        # A table the lakehouse creates checkpoints its log every 100 commits, not Delta's 10: the commit that writes
+        # a checkpoint replays the table's state and writes it whole, in the micro-batch (on S3 3-5 s: every tenth
+        # batch of a live job was its slowest, the live p95). A sink's `delta.checkpointInterval` overrides it.
+        .config("spark.databricks.delta.properties.defaults.checkpointInterval", str(CHECKPOINT_INTERVAL))
         .config("spark.ui.enabled", str(settings.spark_ui).lower())
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
@@ -208,6 +212,7 @@ def python_archive(directory: Path) -> Path:
 
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+CHECKPOINT_INTERVAL = 100  # commits between Delta log checkpoints of the tables the lakehouse creates
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 CODEGEN_CACHE_ENTRIES = 1000  # generated classes a JVM keeps compiled (Spark's default: 100)

@@ -17,9 +17,10 @@ from include.generator import DEFAULT_START
 from include.ops import lease
 from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
+from include.spark_session import CHECKPOINT_INTERVAL
 from include.storage import delta as delta_store
 from spark_jobs.batch_writer import append_batch, make_batch_writer
-from spark_jobs.delta_tables import ensure_job_tables
+from spark_jobs.delta_tables import ensure_job_tables, ensure_table
 from spark_jobs.streaming_query import run_job
 from spark_jobs.table_maintenance import LISTING_PARALLELISM, RETENTION_CHECK, maintain
 from spark_jobs.transforms import parse_json
@@ -57,6 +58,11 @@ def test_spark_writes_tables_that_carry_the_registry_properties_and_delta_rs_rea
     assert config["bronze/clickstream"]["delta.appendOnly"] == "true"
     assert config["bronze/clickstream_quarantine"]["delta.appendOnly"] == "true"
     assert config["silver/clickstream"]["delta.enableChangeDataFeed"] == "true"
+    # the lakehouse's log checkpoint interval, unless a sink's properties say otherwise
+    assert {c["delta.checkpointInterval"] for c in config.values()} == {str(CHECKPOINT_INTERVAL)}
+    ensure_table(spark, settings.layout.table("gold/every_ten"), {"n": "long"}, (), {"delta.checkpointInterval": "10"})
+    assert DeltaTable(str(settings.layout.table("gold/every_ten"))).metadata().configuration == {
+        "delta.checkpointInterval": "10"}
     bronze = settings.layout.table("bronze/clickstream")
     assert delta_store.count_rows(bronze) + delta_store.count_rows(
         settings.layout.table("bronze/clickstream_quarantine")) == landed.lines
