@@ -25,9 +25,11 @@ CONCURRENT_CREATE_SECONDS = 30.0
 
 
 def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str], partition_by: tuple[str, ...] = (),
-                 properties: dict[str, str] | None = None) -> None:
-    """Create the Delta table at `path` (schema, partitioning, properties) unless it exists; an existing
-    one must have the registry's columns, and gets the registry's properties where they differ."""
+                 properties: dict[str, str] | None = None, evolve: bool = False) -> None:
+    """Create the Delta table at `path` (schema, partitioning, properties) unless it exists; an existing one must have
+    the registry's columns (in any order: rows are written by name), and gets the registry's properties where they
+    differ. With `evolve` (its writer starting), columns the registry adds are added to it, nullable, in one
+    version (an `evolve` plan: include/checkpoints/plan.py)."""
     from delta.tables import DeltaTable
 
     properties = properties or {}
@@ -50,10 +52,18 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
                 raise
         return
     table = DeltaTable.forPath(spark, str(path))
-    existing = [f.name for f in table.toDF().schema.fields]
-    if existing != list(columns):
-        raise ValueError(f"Delta table {path} has columns {existing}, the registry declares {list(columns)}; "
-                         "migrate or move the table before running this job")
+    existing = {f.name: f.dataType for f in table.toDF().schema.fields}
+    wanted = spark_schema(columns)
+    missing = [f for f in wanted.fields if f.name not in existing]
+    if set(existing) - set(columns) or any(existing.get(f.name, f.dataType) != f.dataType for f in wanted.fields) or (
+            missing and not evolve):
+        raise ValueError(f"Delta table {path} has columns {describe(existing)}, the registry declares "
+                         f"{describe({f.name: f.dataType for f in wanted.fields})}; `lakehouse checkpoint plan` says "
+                         "what the change needs (a column added to a job's output is added when the job starts)")
+    if missing:
+        added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
+        log.info("Delta table %s: added columns %s (from the registry)", path, added)
     current = table.detail().select("properties").first()["properties"] or {}
     changed = {k: v for k, v in properties.items() if current.get(k) != v}
     if changed:
@@ -62,9 +72,13 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
         log.info("Delta table %s: set %s (from the registry)", path, assignments)
 
 
+def describe(schema: dict) -> str:
+    return ", ".join(f"{name} {dtype.simpleString()}" for name, dtype in schema.items())
+
+
 def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec) -> None:
-    """The job's landing directory and its source and sink tables, created empty where missing; a Kafka source's
-    broker and topics checked."""
+    """The job's landing directory and its source and sink tables, created empty where missing (a source table that
+    exists is its writer's: this job reads whatever schema it has); a Kafka source's broker and topics checked."""
     for source in job.sources:
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
             settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
@@ -73,13 +87,14 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
             from include.kafka.offsets import require_topics
 
             require_topics(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics)
-        else:
+        elif not is_delta_table(settings.layout.table(source.name)):
             writer = registry.writer_of(source.name)
             sink = writer.sink if writer and writer.sink.table == source.name else None
             ensure_table(spark, settings.layout.table(source.name), registry.table_schemas[source.name],
                          sink.partition_by if sink else (), sink.properties if sink else None)
     sink = job.sink
-    ensure_table(spark, settings.layout.table(sink.table), job.output_schema, sink.partition_by, sink.properties)
+    ensure_table(spark, settings.layout.table(sink.table), job.output_schema, sink.partition_by, sink.properties,
+                 evolve=True)
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
 

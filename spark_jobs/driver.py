@@ -73,5 +73,5 @@ def preflight(settings: Settings, registry, job, shuffle_partitions: int | None 
         raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
     if shuffle_partitions is None:
         plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
-        if plan.mode != "resume":
+        if not plan.startable:
             raise PlanRequired(plan)

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from include import checkpoints
 from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import (
+    Plan,
     PlanRequired,
     fingerprint,
     plan_job,
@@ -36,9 +37,17 @@ from include.registry import (
 )
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
-from include.storage.ownership import count_own_rows
+from include.storage.ownership import count_own_rows, written_versions
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
+from spark_jobs.evolution import (
+    SCHEMA_RESTARTS,
+    RegistryEvolved,
+    RegistryWatch,
+    SourceSchemaChanged,
+    record_evolution,
+    source_schema_changed,
+)
 from spark_jobs.progress_listener import recorder_for
 from spark_jobs.transforms import build_stream
 
@@ -112,15 +121,17 @@ def resolve_shuffle_partitions(settings: Settings, job: JobSpec, override: int |
     return override or job.state_store.shuffle_partitions
 
 
-def require_resume(settings: Settings, registry: Registry, job: JobSpec, action_id: str | None = None) -> None:
+def require_resume(settings: Settings, registry: Registry, job: JobSpec, action_id: str | None = None) -> Plan:
     """Refuse (PlanRequired) to start on a checkpoint whose state depends on another definition of the job;
-    record the fingerprint of a new checkpoint (or of one made before fingerprints were kept)."""
+    record the fingerprint of a new checkpoint (or of one made before fingerprints were kept). The plan: `resume`, or
+    `evolve` (the start applies it: spark_jobs.evolution)."""
     checkpoint = settings.layout.checkpoint(job.id)
     plan = plan_job(job, registry, checkpoint, inside_action=action_id, settings=settings)
-    if plan.mode != "resume":
+    if not plan.startable:
         raise PlanRequired(plan)
     if read_fingerprint(checkpoint) is None or not (checkpoint / "offsets").is_dir():
         write_fingerprint(checkpoint, fingerprint(job, registry))
+    return plan
 
 
 def emits_on_watermark(job: JobSpec) -> bool:
@@ -211,8 +222,24 @@ def run_job(
     try:
         refuse_if_pending(settings, job.id, inside=action_id)
         write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
-        result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
-                                 action_id)
+        restarts: list[int | None] = []  # the last committed batch at each restart for a source's new schema
+        while True:
+            try:
+                result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested,
+                                         held, action_id)
+                break
+            except RegistryEvolved as changed:
+                registry = changed.registry
+                job = registry.job(job_id)
+            except SourceSchemaChanged as changed:
+                restarts = [*restarts, checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id))]
+                if len(restarts) > SCHEMA_RESTARTS and len(set(restarts[-SCHEMA_RESTARTS - 1:])) == 1:
+                    raise RuntimeError(f"job {job.id!r} failed: a table it reads changed its schema, and "
+                                       f"{SCHEMA_RESTARTS} restarts in a row committed no batch: the change is not "
+                                       f"one the job can read on (`lakehouse checkpoint plan {job.id}`): {changed}"
+                                       ) from None
+                log.info("job=%s: a table it reads has a new schema; its query starts again with it, from its "
+                         "checkpoint (%s)", job.id, str(changed).splitlines()[0][:300])
     finally:
         if lease_taken:
             held.release()
@@ -232,9 +259,12 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     refuse_lost_checkpoint(settings, registry, job)
     partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
     job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
-    require_resume(settings, registry, job, action_id)
+    plan = require_resume(settings, registry, job, action_id)
     replay_batch_owing_a_watermark(settings, job, trigger)
+    before = written_versions(settings, job) if plan.mode == "evolve" else {}
     ensure_job_tables(spark, settings, registry, job)
+    if plan.mode == "evolve":
+        record_evolution(settings, registry, job, plan, before, written_versions(settings, job))
     configure_session(spark, job, partitions, trigger)
     recorder = recorder_for(spark)
     recorder.track(job.id, settings, str(trigger), state_memory_bytes(spark))
@@ -257,6 +287,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     started = time.monotonic()
     query = writer.start()
     status = "finished"
+    watch = None if trigger.available_now else RegistryWatch(settings, job, registry)
+    evolved = None
     while query.isActive:
         held.renew()
         try:
@@ -271,6 +303,12 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
             status = "stopped"
             break
+        if watch is not None and (evolved := watch.evolved()) is not None:
+            log.info("job=%s: the registry adds columns to its output (plan evolve): its query stops between "
+                     "batches and starts again with them", job.id)
+            _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
+            status = "restarting"
+            break
         try:
             query.awaitTermination(0.5)
         except StreamingQueryException:  # it failed: its error is read below, and reported with the run's summary
@@ -281,10 +319,14 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if not recorder.wait_terminated(str(query.runId)):
         log.warning("job=%s: the progress listener did not catch up in time", job.id)
     batches, rows_in = recorder.totals(str(query.runId))
-    summary = run_summary(job.id, "failed" if error else status, batches, rows_in, written, last_batch,
-                          time.monotonic() - started)
-    write_heartbeat(settings, job.id, status="failed" if error else status, query_id=str(query.id), batch_id=last_batch,
-                    summary=summary)
+    schema_changed = error is not None and not held.lost and source_schema_changed(str(error))
+    status = "restarting" if schema_changed else "failed" if error else status
+    summary = run_summary(job.id, status, batches, rows_in, written, last_batch, time.monotonic() - started)
+    write_heartbeat(settings, job.id, status=status, query_id=str(query.id), batch_id=last_batch, summary=summary)
+    if schema_changed:
+        raise SourceSchemaChanged(f"{str(error).splitlines()[0]}; {summary}")
+    if evolved is not None and error is None:
+        raise RegistryEvolved(evolved)
     if error is not None and held.lost:  # the batch writer's guard refused to commit
         raise lease.LeaseLost(f"job {job.id!r} stopped: {held.lost}; it committed nothing more ({summary})")
     if error is not None:

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.registry import PROCESSORS, JobSpec, SourceSpec
+from include.registry import PROCESSORS, RESCUED_COLUMN, JobSpec, SourceSpec
 from include.settings import Settings
 from spark_jobs import landing, strict_json
 from spark_jobs.schemas import spark_schema, spark_type
@@ -85,6 +85,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         *(kafka_coordinates() if kafka else [F.col("_metadata.file_path").alias("_source_file")]),
         F.current_timestamp().alias("_ingested_at"),
         F.from_json(text, json_schema, options).alias("j"),
+        rescued_fields(text, schema).alias(RESCUED_COLUMN),
         F.when(utf8, strict_json.strict_reason(text, schema)).alias("_strict"),
         utf8.alias("_utf8"),
         F.octet_length(text).alias(landing.LINE_BYTES),
@@ -105,12 +106,23 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
+        RESCUED_COLUMN,
         *provenance,
         "_ingested_at",
         RAW_LINE,
         reason.alias(QUARANTINE_REASON),
         landing.LINE_BYTES,
     )
+
+
+def rescued_fields(text: Column, schema: dict[str, str]) -> Column:
+    """The line's top-level fields that `schema` does not name, as one JSON object with their values as sent (null
+    when there are none, and for a line that is not a JSON object). Names are matched exactly, as the typed columns
+    are read: `Device` is not `device`."""
+    known = F.array(*(F.lit(column) for column in schema))
+    fields = F.from_json(text, "map<string,variant>")  # each value kept whole: a number, text, object or array
+    unknown = F.map_filter(fields, lambda name, _: ~F.array_contains(known, name))
+    return F.when(F.size(unknown) > 0, F.to_json(unknown))
 
 
 KAFKA_COORDINATES = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")

@@ -439,3 +439,49 @@ def test_reset_checkpoint_of_a_kafka_job_from_a_time_and_from_latest(spark, sett
     assert not any(i.startswith("unread-") for i in ids) and [i for i in ids if i.startswith("latest-")] == [
         "latest-0", "latest-1"]
     assert len(ids) == len(set(ids)) == 12
+
+
+def test_a_new_field_in_kafka_messages_is_rescued_then_evolves_without_reading_the_topic_again(
+        spark, settings, kafka_registry, kafka_broker, raw, tmp_path, lakehouse_env):
+    """A producer starts sending `method`: bronze keeps it in `_rescued`; once the registry names it, the plan is
+    `evolve`, the next runs add the column and read only the new messages (every message once), and silver follows."""
+    import copy
+    import json
+
+    from include.checkpoints.plan import plan_job
+
+    registry, topic = kafka_registry
+    produce(kafka_broker, topic, events=600, seed=61)
+
+    def with_method(prefix: str, hour: int, count: int) -> list[bytes]:
+        """Payments an hour after the others, seconds apart: none is behind silver's watermark."""
+        return [json.dumps({"payment_id": f"{prefix}-{n}", "order_id": f"o-{prefix}-{n}", "amount": 2.5,
+                            "payment_time": f"2026-01-01T{hour:02d}:00:{n:02d}Z", "method": "card" if n % 2 else
+                            "wallet"}).encode() for n in range(count)]
+
+    produce_raw(kafka_broker, topic, with_method("early", 3, 40))
+    for job_id in ("bronze_payments", "silver_payments"):
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    bronze = delta_store.read_table(settings.layout.table("bronze/payments")).to_pylist()
+    rescued = {r["payment_id"]: json.loads(r["_rescued"]) for r in bronze if r["_rescued"]}
+    assert rescued == {f"early-{n}": {"method": "card" if n % 2 else "wallet"} for n in range(40)}
+
+    declared = copy.deepcopy(raw)
+    declared["sources"]["payments"]["schema"]["method"] = "string"
+    evolved = saved_registry(declared, tmp_path / "with_method.yaml", lakehouse_env)
+    assert {j: plan_job(evolved.job(j), evolved, settings.layout.checkpoint(j), settings=settings).mode
+            for j in ("bronze_payments", "silver_payments")} == {"bronze_payments": "evolve", "silver_payments": "evolve"}
+    read_before = messages_read(settings)
+    produce_raw(kafka_broker, topic, with_method("late", 4, 30))
+    for job_id in ("bronze_payments", "silver_payments"):
+        run_job(spark, settings, evolved, job_id, AVAILABLE_NOW)
+
+    assert_every_message_once(settings, kafka_broker, topic)  # nothing read twice, nothing skipped
+    assert messages_read(settings) == read_before + 30
+    bronze = {r["payment_id"]: r for r in delta_store.read_table(settings.layout.table("bronze/payments")).to_pylist()}
+    assert {p: r["method"] for p, r in bronze.items() if p.startswith("late-")} == {
+        f"late-{n}": "card" if n % 2 else "wallet" for n in range(30)}
+    assert all(r["method"] is None for p, r in bronze.items() if not p.startswith("late-"))
+    assert all(r["_rescued"] is None for p, r in bronze.items() if p.startswith("late-"))
+    silver = delta_store.read_table(settings.layout.table("silver/payments")).to_pylist()
+    assert sum(r["method"] is not None for r in silver) == 30 and sum(r["_rescued"] is not None for r in silver) == 40

@@ -5,12 +5,17 @@ When a job's checkpoint is created, the job records the fingerprint of its state
 registry and each changed field is classified:
 
 - ``resume``: nothing stateful changed (admission limits, triggers, supervision, quality, docs);
+- ``evolve``: a job that passes its rows through (parse_json, deduplicate) gains nullable output columns (a
+  source's new field, or bronze's rescued column): its state does not hold them, so the job's next start adds them
+  to its sink table (one Delta version, audited) and goes on from its checkpoint; nothing is read again. Not
+  destructive, so no person needs to approve it: the start applies it (:func:`schema_change` decides);
 - ``repartition``: only the shuffle partitions (the state is partitioned by them): the state can be
   moved to the new count offline, nothing is reprocessed;
 - ``reset-checkpoint``: an input was replaced (another table or landing path, its change feed, its
   partitioning): keep the sink table, start a new checkpoint at a chosen source position;
-- ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, output schema, the sink:
-  state and table must be rebuilt from all source data, and so must every job downstream.
+- ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, the sink, an output column dropped, renamed
+  or retyped (or any output change of a job whose state holds its rows): state and table must be rebuilt from all
+  source data, and so must every job downstream.
 
 A job reading Kafka is also checked against its topics on the broker (given the settings): partitions added
 since the checkpoint are read from their start (``resume``, said in the note); a topic deleted and re-created,
@@ -30,7 +35,9 @@ from include.registry import JobSpec, Registry, StreamJoin
 from include.settings import Settings
 from include.storage.paths import StoragePath
 
-MODES = ("resume", "repartition", "reset-checkpoint", "full-refresh")
+MODES = ("resume", "evolve", "repartition", "reset-checkpoint", "full-refresh")
+STARTABLE = ("resume", "evolve")  # a job starts on these plans (it applies `evolve` itself)
+PASS_THROUGH_KINDS = ("parse_json", "deduplicate")  # their state (none; the dedup keys) holds no other column
 PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
 FINGERPRINT_FILE = "lakehouse_fingerprint.json"
 START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
@@ -133,9 +140,14 @@ class Plan:
     positions: str = DELTA_POSITIONS  # where a reset-checkpoint of this job may start
 
     @property
+    def startable(self) -> bool:
+        """Whether the job may start on this plan (it applies an `evolve` plan itself)."""
+        return self.mode in STARTABLE
+
+    @property
     def command(self) -> str:
-        """The command that applies the plan ('' for resume)."""
-        if self.mode == "resume":
+        """The command that applies the plan ('' for resume and evolve: the job's next start applies it)."""
+        if self.startable:
             return ""
         if self.mode == PENDING:
             return f"lakehouse checkpoint resume-action {self.job}"
@@ -152,6 +164,8 @@ class Plan:
             lines.append(f"  downstream jobs to rebuild too: {', '.join(self.downstream)}")
         if self.command:
             lines.append(f"  apply with: {self.command}")
+        elif self.mode == "evolve":
+            lines.append("  applied by the job's next start (not destructive: no approval needed)")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -189,7 +203,8 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
         recorded = {**current, "shuffle_partitions": pinned if job.stateful and pinned else current["shuffle_partitions"]}
         note = "checkpoint without a fingerprint: only its shuffle partitions were compared"
     changes = tuple(
-        Change(name, recorded.get(name), current[name], *FIELDS[name])
+        Change(name, recorded.get(name), current[name],
+               *(schema_change(job, recorded.get(name), current[name]) if name == "output_schema" else FIELDS[name]))
         for name in FIELDS if recorded.get(name) != current[name]
     )
     kafka = [source for source in job.sources if source.kind == "kafka"]
@@ -201,6 +216,32 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     mode = max((c.mode for c in changes), key=MODES.index, default="resume")
     downstream = tuple(downstream_jobs(registry, job.id)) if mode == "full-refresh" else ()
     return Plan(job.id, mode, changes, downstream, note, positions)
+
+
+def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, str]) -> tuple[str, str]:
+    """The mode (and why) of a change of the job's output schema from `before` (the checkpoint's) to `after`."""
+    if not isinstance(before, dict):
+        return "full-refresh", "the checkpoint records no output schema to compare with"
+    dropped = [c for c in before if c not in after]
+    added = [c for c in after if c not in before]
+    retyped = [f"{c} {before[c]} -> {after[c]}" for c in before if c in after and before[c] != after[c]]
+    if dropped:
+        renamed = f" (renamed to {', '.join(added)}?)" if added else ""
+        return "full-refresh", (f"column {', '.join(dropped)} dropped{renamed}: the table's rows and files keep "
+                                "it, and a Delta table without column mapping cannot drop or rename a column")
+    if retyped:
+        return "full-refresh", f"column type changed ({'; '.join(retyped)}): the rows written hold the old type"
+    if job.transform.kind not in PASS_THROUGH_KINDS:
+        return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
+                                f"({', '.join(added)} added)")
+    return "evolve", (f"nullable column {', '.join(added)} added: the next start adds it to the sink table (rows "
+                      "written before read null) and resumes the checkpoint; nothing is read again")
+
+
+def added_columns(plan: Plan) -> dict[str, str]:
+    """The output columns an `evolve` plan adds (column -> type)."""
+    return {column: ctype for change in plan.changes if change.field == "output_schema" and change.mode == "evolve"
+            for column, ctype in change.after.items() if column not in change.before}
 
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:

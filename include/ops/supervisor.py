@@ -109,7 +109,7 @@ def supervise_job(settings: Settings, registry: Registry, job_id: str, run_id: s
         if plan.mode == PENDING:
             alert(f"not started: {plan.note}")
             return "blocked"
-        if plan.mode != "resume":
+        if not plan.startable:
             alert(f"not started: its checkpoint plan is {plan.mode} ({', '.join(c.field for c in plan.changes)} "
                   f"changed in the registry); apply it with `{plan.command}` first")
             return "blocked"

@@ -19,6 +19,7 @@ from include.registry.columns import (
     CHANGE_FEED_COLUMNS,
     COLUMN_TYPES,
     QUARANTINE_SCHEMA,
+    RESCUED_COLUMN,
     ColumnType,
 )
 from include.registry.durations import Trigger, parse_duration, parse_size
@@ -49,7 +50,7 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "ResourcesSpec", "RunningAggregate", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",

@@ -37,10 +37,14 @@ QUARANTINE_SCHEMA: dict[str, str] = {
     "reason": "string",
     "_ingested_at": "timestamp",
 }
-BRONZE_EXTRA_COLUMNS: dict[str, str] = {"_source_file": "string", "_ingested_at": "timestamp"}
+# A bronze row's fields that its source's schema does not name, as one JSON object (null when there are none): a
+# producer's new field is kept, and counted by the quality report, until the registry declares it.
+RESCUED_COLUMN = "_rescued"
+BRONZE_EXTRA_COLUMNS: dict[str, str] = {RESCUED_COLUMN: "string", "_source_file": "string", "_ingested_at": "timestamp"}
 # A Kafka source's bronze rows carry their message's coordinates instead of a file (its quarantine rows name them in
 # `_source_file`: kafka:<topic>/<partition>/<offset>).
 KAFKA_BRONZE_COLUMNS: dict[str, str] = {
+    RESCUED_COLUMN: "string",
     "_kafka_topic": "string",
     "_kafka_partition": "int",
     "_kafka_offset": "long",

@@ -16,6 +16,12 @@ def own_rows_condition(registry: Registry, job: JobSpec, table: str) -> str | No
     return None if types is None else f"alert_type IN ({', '.join(repr(t) for t in types)})"
 
 
+def written_versions(settings: Settings, job: JobSpec) -> dict[str, int]:
+    """The latest version of each table `job` writes (those that exist)."""
+    return {t: delta_store.latest_version(settings.layout.table(t)) for t in job.tables_written()
+            if delta_store.table_exists(settings.layout.table(t))}
+
+
 def count_own_rows(settings: Settings, registry: Registry, job: JobSpec, table: str) -> int:
     """Rows of `table` that `job` wrote (0 when the table does not exist)."""
     path = settings.layout.table(table)

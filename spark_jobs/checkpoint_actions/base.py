@@ -92,9 +92,8 @@ def audit_row(ctx: ActionContext, job: JobSpec, mode: str, actor: str) -> dict:
 
 def job_state(settings: Settings, job: JobSpec, when: str) -> dict:
     """`batch_<when>` and `versions_<when>` (JSON {table: Delta version}) of the job's checkpoint and tables."""
-    from include.storage import delta as delta_store
+    from include.storage.ownership import written_versions
 
-    versions = {t: delta_store.latest_version(settings.layout.table(t)) for t in job.tables_written()
-                if delta_store.table_exists(settings.layout.table(t))}
+    versions = written_versions(settings, job)
     return {f"batch_{when}": checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id)),
             f"versions_{when}": json.dumps(versions)}

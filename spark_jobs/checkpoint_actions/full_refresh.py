@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from include.checkpoints.modes import FullRefreshRules
-from include.registry import Trigger
+from include.registry import QUARANTINE_SCHEMA, Trigger
 from include.storage.ownership import own_rows_condition
 from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, move_aside
@@ -27,8 +27,9 @@ def reset(ctx: ActionContext, prepared: Prepared) -> None:
     job = ctx.registry.job(prepared.job)
     move_aside(ctx.settings, prepared)
     for table in job.tables_written():
+        columns = job.output_schema if table == job.sink.table else QUARANTINE_SCHEMA
         empty_table(ctx.spark, ctx.settings.layout.table(table), own_rows_condition(ctx.registry, job, table),
-                    job.sink.properties)
+                    job.sink.properties, columns, job.sink.partition_by if table == job.sink.table else ())
 
 
 def rebuild(ctx: ActionContext, job_id: str) -> None:
@@ -39,13 +40,24 @@ def rebuild(ctx: ActionContext, job_id: str) -> None:
             held=ctx.leases.get(job_id), action_id=ctx.action_id)
 
 
-def empty_table(spark: SparkSession, path: StoragePath, where: str | None, properties: dict[str, str]) -> None:
+def empty_table(spark: SparkSession, path: StoragePath, where: str | None, properties: dict[str, str],
+                columns: dict[str, str], partition_by: tuple[str, ...] = ()) -> None:
     """Delete every row (`where`: those rows) as a new Delta version (history kept); an append-only table is
-    opened for it and closed again as the registry's `properties` say."""
+    opened for it and closed again as the registry's `properties` say. A table the job writes alone whose columns
+    are not the registry's (one dropped, renamed or retyped: what made the plan a full refresh) is emptied by an
+    overwrite with the registry's schema instead, also one version."""
     from include.storage import delta as delta_store
     from spark_jobs.delta_tables import appends_opened
+    from spark_jobs.schemas import spark_schema
 
     if not delta_store.table_exists(path):
         return
+    schema = spark_schema(columns)
     with appends_opened(spark, path, properties):
-        spark.sql(f"DELETE FROM delta.`{path}`" + (f" WHERE {where}" if where else ""))
+        current = spark.read.format("delta").load(str(path)).schema
+        if where is None and [(f.name, f.dataType) for f in current.fields] != [(f.name, f.dataType) for f in
+                                                                                 schema.fields]:
+            (spark.createDataFrame([], schema).write.format("delta").mode("overwrite")
+             .option("overwriteSchema", "true").partitionBy(*partition_by).save(str(path)))
+        else:
+            spark.sql(f"DELETE FROM delta.`{path}`" + (f" WHERE {where}" if where else ""))

@@ -8,6 +8,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from include.checkpoints.plan import STARTABLE
 from include.checkpoints.request import verify_request
 from include.ops import checkpoint_audit
 from include.registry import Registry, Trigger
@@ -33,7 +34,7 @@ def verify(spark: SparkSession | None, settings: Settings, registry: Registry, j
             job = registry.job(job_id)
             rows.append(row := audit_row(ctx, job, "verify", actor))
             plan = json.loads(row["plan"])
-            if plan["mode"] != "resume":
+            if plan["mode"] not in STARTABLE:
                 raise ActionRefused(f"job {job_id!r}: its plan is {plan['mode']}, not resume: `lakehouse checkpoint "
                                     f"plan {job_id}` says why")
             if run:  # takes the job's lease: refused (LeaseHeld, naming the holder) while the job runs
@@ -42,7 +43,7 @@ def verify(spark: SparkSession | None, settings: Settings, registry: Registry, j
             before, after = row["batch_before"], row["batch_after"]
             ran = ("no run" if not run else "an available-now run found nothing new" if after == before
                    else f"an available-now run committed batches {0 if before is None else before + 1}..{after}")
-            row["detail"] = f"plan resume; {ran}; last committed batch {after}"
+            row["detail"] = f"plan {plan['mode']}; {ran}; last committed batch {after}"
             log.info("job=%s: verified: %s", job_id, row["detail"])
     except Exception as exc:
         if rows and rows[-1]["outcome"] != "done":

@@ -1,0 +1,121 @@
+"""Schema changes without reprocessing: an `evolve` plan applied by the job's start, and a query restarted by itself
+when a Delta table it reads changed its schema.
+
+An `evolve` plan (include/checkpoints/plan.py) adds nullable columns to a pass-through job's sink table; the start
+adds them (spark_jobs.delta_tables.ensure_table), then records the new fingerprint and an `_ops/checkpoint_audit`
+row. Jobs reading that table see its new schema as Delta's streaming source sees any: the running query fails once
+with a retryable schema-change error, and :func:`spark_jobs.streaming_query.run_job` starts it again with a new
+DataFrame, from its checkpoint (one info line; no failure, alert or restart counted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+from include import checkpoints
+from include.checkpoints.plan import Plan, added_columns, fingerprint, plan_job, write_fingerprint
+from include.ops import checkpoint_audit
+from include.registry import JobSpec, Registry, RegistryError, load_registry
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Delta's streaming source: the table's schema changed since the query's DataFrame was made ("Please try
+# restarting the query"). Restarted with a new DataFrame, an additive change reads on.
+INPUT_GAINED = "LAKEHOUSE_INPUT_GAINED_COLUMNS"  # ours: see check_input_columns
+SCHEMA_CHANGE_ERRORS = ("DELTA_SCHEMA_CHANGED", "DELTA_STREAMING_SCHEMA_MISMATCH_ON_RESTART", INPUT_GAINED)
+SCHEMA_RESTARTS = 3  # restarts in a row without a committed batch before the change counts as incompatible
+
+
+class SourceSchemaChanged(RuntimeError):
+    """The query stopped because a Delta table it reads has a new schema: start it again."""
+
+
+class RegistryEvolved(RuntimeError):
+    """A live run's job has an `evolve` plan under the registry as it is now: start it again with that registry."""
+
+    def __init__(self, registry: Registry):
+        super().__init__("the registry adds columns to the job's output")
+        self.registry = registry
+
+
+def source_schema_changed(error: str) -> bool:
+    return any(code in error for code in SCHEMA_CHANGE_ERRORS)
+
+
+def check_input_columns(settings: Settings, job: JobSpec, columns: list[str]) -> None:
+    """A batch lacks output `columns` of a pass-through job (written null while its input does not have them). When a
+    Delta table it reads has them by now, the query's DataFrame predates them (Delta's source does not always notice
+    a schema change made before it first reads the table): refuse the batch, so that the query starts again with a
+    new DataFrame and reads them, instead of writing them null."""
+    from include.storage import delta as delta_store
+
+    for source in job.sources:
+        if source.kind != "delta":
+            continue
+        present = {f.name for f in delta_store.open_table(settings.layout.table(source.name)).schema().fields}
+        gained = [c for c in columns if c in present]
+        if gained:
+            raise SourceSchemaChanged(f"{INPUT_GAINED}: {source.name} has gained {', '.join(gained)} since the "
+                                      "query's DataFrame was made")
+
+
+class RegistryWatch:
+    """A live run's view of the registry file: whether the job's plan under the file as it is now is `evolve` (the
+    run then stops between batches and starts again with it). Other changes wait for the job's next start, as
+    before; a registry that does not load is said once and leaves the run as it is."""
+
+    def __init__(self, settings: Settings, job: JobSpec, registry: Registry):
+        self.settings, self.job, self.registry = settings, job, registry
+        self.path = settings.registry_path
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return stat.st_mtime, stat.st_size
+
+    def evolved(self) -> Registry | None:
+        """The changed registry when it gives the job an `evolve` plan, else None."""
+        stamp = self._stamp()
+        if stamp == self.seen:
+            return None
+        self.seen = stamp
+        try:
+            registry = load_registry(self.path)
+            job = registry.job(self.job.id)
+        except (RegistryError, KeyError) as exc:
+            log.warning("job=%s: the registry changed but does not load (%s); the run goes on as it started",
+                        self.job.id, str(exc).splitlines()[0])
+            return None
+        if fingerprint(job, registry) == fingerprint(self.job, self.registry):
+            return None
+        plan = plan_job(job, registry, self.settings.layout.checkpoint(job.id), settings=self.settings)
+        if plan.mode == "evolve":
+            return registry
+        log.warning("job=%s: the registry changed what its checkpoint depends on (plan %s); the run goes on with "
+                    "the definition it started with, and the plan applies when it is stopped", job.id, plan.mode)
+        return None
+
+
+def record_evolution(settings: Settings, registry: Registry, job: JobSpec, plan: Plan,
+                     versions_before: dict[str, int], versions: dict[str, int]) -> None:
+    """After the start added the plan's columns to the sink (`versions`: its tables' versions now, `versions_before`
+    before the start): the checkpoint's new fingerprint, an audit row, one info line."""
+    checkpoint = settings.layout.checkpoint(job.id)
+    added = added_columns(plan)
+    write_fingerprint(checkpoint, fingerprint(job, registry))
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    columns = ", ".join(f"{c} ({t})" for c, t in added.items())
+    detail = (f"added {columns} to {job.sink.table} (version {versions.get(job.sink.table)}); the checkpoint goes on "
+              f"from batch {batch}, nothing read again")
+    checkpoint_audit.record(settings, [{
+        "at": datetime.now(UTC), "actor": f"job:{job.id}", "job": job.id, "mode": "evolve", "dry_run": False,
+        "outcome": "done", "detail": detail, "plan": json.dumps(plan.as_dict(), default=str),
+        "batch_before": batch, "batch_after": batch, "versions_before": json.dumps(versions_before),
+        "versions_after": json.dumps(versions), "archived_to": None}])
+    log.info("job=%s: evolved: %s", job.id, detail)

@@ -1,0 +1,284 @@
+"""Schema changes without reprocessing: a producer's new field is rescued in bronze until the registry names it, then
+the plan is `evolve`, the starts add the column, a reading query restarts itself on the new schema, and nothing is
+read twice; changes that are not additive stay `full-refresh`, each with its reason."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
+from include.generator import DEFAULT_START
+from include.ops import checkpoint_audit
+from include.ops.heartbeats import read_heartbeat
+from include.registry import Trigger, build_registry
+from include.storage import delta as delta_store
+from spark_jobs.streaming_query import run_job
+from tests.support.helpers import arrival_order, generate, gold_rows
+from tests.support.oracle import expected_gold
+
+AVAILABLE_NOW = Trigger(available_now=True)
+LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
+CHAIN = ("bronze_clickstream", "silver_clickstream")
+
+
+def with_field(raw: dict, name: str = "device", ctype: str = "string") -> dict:
+    changed = copy.deepcopy(raw)
+    changed["sources"]["clickstream"]["schema"][name] = ctype
+    return changed
+
+
+def recorded_checkpoint(settings, registry, job_id: str, output_schema: dict | None = None):
+    """A checkpoint as a run leaves it, its fingerprint recorded from `registry` (its output schema replaced)."""
+    checkpoint = settings.layout.checkpoint(job_id)
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{}')
+    print_ = fingerprint(registry.job(job_id), registry)
+    if output_schema is not None:
+        print_["output_schema"] = output_schema
+    write_fingerprint(checkpoint, print_)
+    return checkpoint
+
+
+def plans(settings, registry, jobs=None) -> dict:
+    return {j: plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in jobs or registry.order}
+
+
+# --- plans (no Spark) -------------------------------------------------------------------------------
+
+def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settings, raw):
+    with_device = with_field(with_field(raw), "seq", "long")
+    base = build_registry(with_device)
+    for job_id in base.order:
+        recorded_checkpoint(settings, base, job_id)
+    assert {p.mode for p in plans(settings, base).values()} == {"resume"}
+
+    added = build_registry(with_field(with_device, "os"))
+    evolving = plans(settings, added)
+    assert {j for j, p in evolving.items() if p.mode == "evolve"} == set(CHAIN)
+    assert {p.mode for j, p in evolving.items() if j not in CHAIN} == {"resume"}  # gold reads no new column
+    bronze = evolving["bronze_clickstream"]
+    assert bronze.startable and bronze.command == "" and bronze.downstream == ()
+    assert "nullable column os added" in bronze.render() and "next start" in bronze.render()
+
+    def mode_and_reason(change) -> tuple[str, str]:
+        changed = copy.deepcopy(with_device)
+        change(changed)
+        plan = plans(settings, build_registry(changed), ["bronze_clickstream", "silver_clickstream"])
+        return plan["bronze_clickstream"].mode, plan["silver_clickstream"].render()
+
+    def rename(r):
+        r["sources"]["clickstream"]["schema"]["platform"] = r["sources"]["clickstream"]["schema"].pop("device")
+
+    mode, text = mode_and_reason(rename)
+    assert mode == "full-refresh" and "device dropped (renamed to platform?)" in text
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].pop("device"))
+    assert mode == "full-refresh" and "device dropped" in text and "column mapping" in text
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(device="int"))
+    assert mode == "full-refresh" and "device string -> int" in text  # text does not fit a number
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(seq="int"))
+    assert mode == "full-refresh" and "seq long -> int" in text  # narrowing
+    key_change = with_field(with_device, "os")  # an added column that is also a new key: the state's keys change
+    key_change["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "os"]
+    silver = plans(settings, build_registry(key_change), ["silver_clickstream"])["silver_clickstream"]
+    assert silver.mode == "full-refresh" and "transform" in {c.field for c in silver.changes}
+    assert not silver.startable and "--cascade" in silver.command
+
+    # a job whose state holds its output rows: an output column added to it rebuilds it too
+    gold = base.job("gold_user_activity_5m")
+    recorded = fingerprint(gold, base)
+    recorded["output_schema"].pop("total_value")
+    write_fingerprint(settings.layout.checkpoint(gold.id), recorded)
+    rebuilt = plan_job(gold, base, settings.layout.checkpoint(gold.id))
+    assert rebuilt.mode == "full-refresh" and "window_aggregate job's state" in rebuilt.render()
+
+
+def test_a_checkpoint_from_before_the_rescued_column_evolves(settings, registry):
+    """Lakehouses made before bronze had `_rescued`: their bronze and silver plans add it, nothing else."""
+    for job_id in CHAIN:
+        old = {c: t for c, t in registry.job(job_id).output_schema.items() if c != "_rescued"}
+        recorded_checkpoint(settings, registry, job_id, old)
+    for plan in plans(settings, registry, CHAIN).values():
+        assert plan.mode == "evolve", plan.render()
+        [change] = plan.changes
+        assert set(change.after) - set(change.before) == {"_rescued"}
+
+
+# --- on real Spark and Delta --------------------------------------------------------------------------
+
+def add_device(files, nested: bool = False, every: int = 3) -> set[str]:
+    """Give every `every`-th event of the landed files a `device` field (a name; with `nested`, every other one an
+    object), the same for an event's duplicate copy; the ids of the events changed."""
+    changed, ids = 0, set()
+    for path in files:
+        lines = []
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and isinstance(record.get("event_id"), str) and (
+                    int(record["event_id"][-4:], 16) % every == 0):
+                record["device"] = {"kind": "phone", "os": "ios"} if nested and changed % 2 else "tablet"
+                line = json.dumps(record)
+                changed += 1
+                ids.add(record["event_id"])
+            lines.append(line)
+        path.write_text("\n".join(lines) + "\n")
+    return ids
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_twice(spark, settings, raw,
+                                                                                       caplog):
+    from include.spark_session import query_session
+
+    before = build_registry(raw)
+    first = generate(settings, events=900, seed=41, files=3)
+    rescued_lines = add_device(first.files, nested=True)  # not declared yet: any JSON value is kept
+    for job_id in LINEAGE:
+        run_job(spark, settings, before, job_id, AVAILABLE_NOW)
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).to_pylist()
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert len(bronze) + quarantine == first.lines  # nothing lost
+    rescued = [json.loads(r["_rescued"]) for r in bronze if r["_rescued"] is not None]
+    assert rescued_lines and len(rescued) == sum(r["event_id"] in rescued_lines for r in bronze)  # kept, whole
+    assert {tuple(r) for r in rescued} == {("device",)}
+    assert {json.dumps(r["device"], sort_keys=True) for r in rescued} == {'"tablet"',
+                                                                           '{"kind": "phone", "os": "ios"}'}
+
+    after = build_registry(with_field(raw))  # the registry names the field: bronze and silver evolve
+    assert {j: p.mode for j, p in plans(settings, after, LINEAGE).items()} == {
+        "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
+    silver_batches = len(list((settings.layout.checkpoint("silver_clickstream") / "commits").iterdir()))
+
+    # silver runs live and evolves first (its input has no `device` yet: written null); bronze then evolves and
+    # reads the next files: silver's query restarts itself on bronze's new schema and reads on
+    stop = threading.Event()
+    live = {}
+    silver = threading.Thread(target=lambda: live.update(result=run_job(
+        query_session(spark), settings, after, "silver_clickstream", Trigger(available_now=False, interval_seconds=1), stop_requested=stop)))
+    caplog.set_level("INFO", logger="spark_jobs.streaming_query")
+    silver.start()
+    try:
+        deadline = time.monotonic() + 120
+        while (read_heartbeat(settings, "silver_clickstream") or {}).get("status") not in ("idle", "running"):
+            assert silver.is_alive() and time.monotonic() < deadline  # its query runs, on bronze's schema of now
+            time.sleep(0.2)
+        assert "device" in delta_store.read_table(settings.layout.table("silver/clickstream")).column_names
+        second = generate(settings, events=900, seed=42, files=3, start=DEFAULT_START + timedelta(hours=1))
+        new_lines = add_device(second.files)
+        run_job(spark, settings, after, "bronze_clickstream", AVAILABLE_NOW)
+        bronze_version = delta_store.latest_version(settings.layout.table("bronze/clickstream"))
+        while read_to(settings, "silver_clickstream") < bronze_version:
+            assert silver.is_alive() and time.monotonic() < deadline, "silver did not read bronze's new commits"
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        silver.join(60)
+    assert live["result"].status == "stopped"
+    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
+    run_job(spark, settings, after, "gold_user_activity_5m", AVAILABLE_NOW)
+
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).to_pylist()
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert len(bronze) + quarantine == first.lines + second.lines  # each line once: nothing read twice
+    late = [r for r in bronze if r["_source_file"].endswith(tuple(p.name for p in second.files))]
+    assert sum(r["device"] is not None for r in late) == sum(r["event_id"] in new_lines for r in late)
+    assert new_lines and not any(r["_rescued"] for r in late)
+    early = [r for r in bronze if r not in late]
+    assert all(r["device"] is None for r in early)
+    assert sum(r["_rescued"] is not None for r in early) == sum(r["event_id"] in rescued_lines for r in early)
+    silver_rows = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    assert len({r["event_id"] for r in silver_rows}) == len(silver_rows)  # no duplicate
+    assert {r["event_id"] for r in silver_rows} <= {r["event_id"] for r in bronze}
+    assert sum(r["device"] is not None for r in silver_rows) == len({r["event_id"] for r in late if r["device"]})
+    assert len(list((settings.layout.checkpoint("silver_clickstream") / "commits").iterdir())) > silver_batches
+
+    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files)])
+    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
+    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
+    assert all("added device (string)" in a["detail"] and a["outcome"] == "done" for a in audit)
+    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+
+
+def read_to(settings, job_id: str) -> int:
+    """The last version of its Delta source the job's checkpoint has read whole (-1 before any)."""
+    from include import checkpoints
+    from include.checkpoints.modes import next_unread
+
+    checkpoint = settings.layout.checkpoint(job_id)
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    if batch is None:
+        return -1
+    return next_unread(json.loads(checkpoints.source_offsets(checkpoint, batch)[0])) - 1
+
+
+def test_a_live_run_sees_a_registry_that_evolves_its_job_and_nothing_else(settings, raw, tmp_path, caplog):
+    import yaml
+
+    from spark_jobs.evolution import RegistryWatch
+
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    live = replace(settings, registry_path=path)
+    registry = build_registry(raw)
+    recorded_checkpoint(live, registry, "silver_clickstream")
+    watch = RegistryWatch(live, registry.job("silver_clickstream"), registry)
+    assert watch.evolved() is None  # unchanged
+
+    path.write_text(yaml.safe_dump(raw, sort_keys=False) + "# a comment only\n")
+    assert watch.evolved() is None  # the job's definition is the same
+    path.write_text("jobs: [")
+    caplog.set_level("WARNING", logger="spark_jobs.evolution")
+    assert watch.evolved() is None and "does not load" in caplog.text
+    renamed = copy.deepcopy(raw)
+    renamed["sources"]["clickstream"]["schema"]["kind"] = renamed["sources"]["clickstream"]["schema"].pop("event_type")
+    path.write_text(yaml.safe_dump(renamed, sort_keys=False))
+    assert watch.evolved() is None and "plan full-refresh" in caplog.text  # waits for a person
+    path.write_text(yaml.safe_dump(with_field(raw), sort_keys=False))
+    evolved = watch.evolved()
+    assert evolved is not None and "device" in evolved.job("silver_clickstream").output_schema
+
+
+@pytest.mark.spark
+def test_a_renamed_column_is_rebuilt_by_full_refresh_with_the_new_schema(spark, settings, raw):
+    """A rename is not `evolve`: the start refuses with the plan; the full refresh replaces the tables' schema (one
+    version each, history kept) and rebuilds them; the old name's values land in `_rescued`."""
+    from include.checkpoints.plan import PlanRequired
+    from include.checkpoints.request import CheckpointRequest
+    from spark_jobs.checkpoint_actions import apply
+
+    chain = copy.deepcopy(with_field(raw))
+    chain["jobs"] = {j: chain["jobs"][j] for j in CHAIN}
+    before = build_registry(chain)
+    landed = generate(settings, events=300, seed=43, files=2)
+    named = add_device(landed.files)
+    for job_id in CHAIN:
+        run_job(spark, settings, before, job_id, AVAILABLE_NOW)
+    renamed = copy.deepcopy(chain)
+    renamed["sources"]["clickstream"]["schema"]["platform"] = renamed["sources"]["clickstream"]["schema"].pop("device")
+    after = build_registry(renamed)
+    with pytest.raises(PlanRequired, match="device dropped \\(renamed to platform\\?\\)"):
+        run_job(spark, settings, after, "bronze_clickstream", AVAILABLE_NOW)
+
+    rows = apply(spark, settings, after, CheckpointRequest("full-refresh", CHAIN))
+    assert {r["outcome"] for r in rows} == {"done"}
+    for table in ("bronze/clickstream", "silver/clickstream"):
+        columns = delta_store.read_table(settings.layout.table(table)).column_names
+        assert "platform" in columns and "device" not in columns, columns
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).to_pylist()
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert len(bronze) + quarantine == landed.lines
+    assert all(r["platform"] is None for r in bronze)
+    assert sum(json.loads(r["_rescued"] or "{}").get("device") == "tablet" for r in bronze) == sum(
+        r["event_id"] in named for r in bronze) > 0
+    assert {p.mode for p in plans(settings, after).values()} == {"resume"}
