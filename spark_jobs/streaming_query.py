@@ -195,6 +195,10 @@ def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int
         str(state.changelog_checkpointing).lower(),
     )
     conf.set("spark.sql.streaming.minBatchesToRetain", str(state.min_batches_to_retain))
+    # A processor's new checkpoint encodes its state in Avro, whose schema may evolve (fields added or removed, types
+    # widened) without a new checkpoint; the encoding is pinned in each checkpoint (older ones keep UnsafeRow).
+    conf.set("spark.sql.streaming.stateStore.encodingFormat",
+             "avro" if isinstance(job.transform, StatefulProcess) else "unsaferow")
 
 
 def run_job(

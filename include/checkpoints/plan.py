@@ -31,7 +31,7 @@ import json
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
-from include.registry import JobSpec, Registry, StreamJoin
+from include.registry import PROCESSORS, JobSpec, Registry, StatefulProcess, StreamJoin
 from include.settings import Settings
 from include.storage.paths import StoragePath
 
@@ -54,6 +54,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "sink": ("full-refresh", "the sink table, its mode, merge keys or partitioning changed"),
     "sources": ("reset-checkpoint", "an input was replaced: the checkpoint's offsets point into another input"),
     "shuffle_partitions": ("repartition", "the state is partitioned by the shuffle partitions"),
+    "processor_state": ("full-refresh", "the processor keeps its state in another layout (its state_version in "
+                                        "include/registry/processors.py)"),
 }
 
 
@@ -79,6 +81,8 @@ def fingerprint(job: JobSpec, registry: Registry) -> dict[str, Any]:
         "sources": sources,
         # the state is partitioned by it; a stateless job has no state to move
         "shuffle_partitions": job.state_store.shuffle_partitions if job.stateful else None,
+        "processor_state": (PROCESSORS[job.transform.processor].state_version
+                            if isinstance(job.transform, StatefulProcess) else None),
     }
 
 

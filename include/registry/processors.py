@@ -44,6 +44,9 @@ class ProcessorInfo:
     suite: str = ""  # the quality suite of its sink (include/quality/suites/): "alerts", "session_summaries"
     keys_in_output: bool = False  # the output starts with the job's key columns
     initial_state_schema: dict[str, str] | None = None  # columns (besides the keys) of an initial state table
+    # The layout of its state, in the checkpoint's fingerprint: a new version is a full refresh of a checkpoint made
+    # under an older one (its plan says so). 2: event times in microseconds (1 kept milliseconds and cut finer times).
+    state_version: int = 1
 
 
 ALERTS_SCHEMA: dict[str, str] = {
@@ -86,6 +89,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             output_schema=ALERTS_SCHEMA,
             alert_types=("FRAUD_ALERT",),
             suite="alerts",
+            state_version=2,
         ),
         ProcessorInfo(
             name="stale_services",
@@ -99,6 +103,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             output_schema=ALERTS_SCHEMA,
             alert_types=("stale", "recovered"),
             suite="alerts",
+            state_version=2,
         ),
         ProcessorInfo(
             name="sessionizer",
@@ -112,6 +117,7 @@ PROCESSORS: dict[str, ProcessorInfo] = {
             keys_in_output=True,
             initial_state_schema=OPEN_SESSION_SCHEMA,
             suite="session_summaries",
+            state_version=2,
         ),
     )
 }

@@ -24,25 +24,32 @@ from pyspark.sql.types import LongType, StructField, StructType
 from include.registry import PROCESSORS, JobSpec
 from spark_jobs.schemas import spark_schema
 
-EVENT_MS = "_event_ms"
+EVENT_US = "_event_us"
 _EPOCH = pd.Timestamp(0)
-_MS = pd.Timedelta(milliseconds=1)
+_US = pd.Timedelta(microseconds=1)
+US_PER_MS = 1000
 
 
-def epoch_ms(series: pd.Series) -> pd.Series:
-    """Milliseconds since the epoch of a timestamp column as Spark hands it to pandas (UTC)."""
+def epoch_us(series: pd.Series) -> pd.Series:
+    """Microseconds since the epoch of a timestamp column as Spark hands it to pandas (UTC): Spark's own precision,
+    kept through state and output (timers alone are in milliseconds: :func:`timer_ms`)."""
     if getattr(series.dt, "tz", None) is not None:
         series = series.dt.tz_convert(None)
-    return (series - _EPOCH) // _MS
+    return (series - _EPOCH) // _US
 
 
-def timestamp(ms: int) -> pd.Timestamp:
-    return pd.Timestamp(ms, unit="ms")
+def timestamp(us: int) -> pd.Timestamp:
+    return pd.Timestamp(us, unit="us")
 
 
-def span(ms: int) -> str:
+def timer_ms(us: int) -> int:
+    """The event-time timer (Spark's are in ms) that fires once the watermark (ms) has reached the time `us`: the
+    first millisecond at or after it."""
+    return -(-us // US_PER_MS)
+
+
+def span(seconds: int) -> str:
     """A duration as people write it in the registry: "10 minutes", "90 seconds"."""
-    seconds = ms // 1000
     for unit, size in (("hour", 3600), ("minute", 60)):
         if seconds % size == 0:
             count = seconds // size
@@ -59,21 +66,21 @@ class EventTimeOrdered(StatefulProcessor):
         self.event_time = job.source.event_time
         self.input_columns = list(info.input_columns)
         self.output_columns = ([*job.transform.keys] if info.keys_in_output else []) + list(info.output_schema)
-        self.pending_schema = StructType([StructField(EVENT_MS, LongType())]
+        self.pending_schema = StructType([StructField(EVENT_US, LongType())]
                                          + list(spark_schema(info.input_columns).fields))
 
-    # The processor's own logic.
-    idle_after_ms: int = 0  # the key's state is removed this long (event time) after its last event
+    # The processor's own logic; event times in microseconds since the epoch.
+    idle_after_us: int = 0  # the key's state is removed this long (event time) after its last event
 
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         """Declare the processor's own state variables."""
 
-    def on_event(self, key: tuple, event_ms: int, values: tuple) -> list[dict[str, Any]]:
+    def on_event(self, key: tuple, event_us: int, values: tuple) -> list[dict[str, Any]]:
         """Handle one event (its time, then `input_columns` in order); the output rows."""
         raise NotImplementedError
 
-    def on_idle(self, key: tuple, idle_at_ms: int) -> list[dict[str, Any]]:
-        """The key went idle (its idle timer fired, `idle_after_ms` after its last event): its output rows; the
+    def on_idle(self, key: tuple) -> list[dict[str, Any]]:
+        """The key went idle (its idle timer fired, `idle_after_us` after its last event): its output rows; the
         processor's own state is removed next (:meth:`clear_state`)."""
         return []
 
@@ -81,7 +88,7 @@ class EventTimeOrdered(StatefulProcessor):
         """Remove the processor's own state (the key went idle)."""
 
     def open_from(self, key: tuple, row: dict[str, Any]) -> int | None:
-        """Load the key's state from a row of the initial state table; the event time (ms) of its last event,
+        """Load the key's state from a row of the initial state table; the event time (us) of its last event,
         from which the idle timer runs, or None."""
         raise NotImplementedError(f"{type(self).__name__} does not start from an initial state")
 
@@ -93,16 +100,16 @@ class EventTimeOrdered(StatefulProcessor):
         self.open_state(handle)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        watermark = timerValues.getCurrentWatermarkInMs()
+        watermark_us = timerValues.getCurrentWatermarkInMs() * US_PER_MS
         fresh: list[tuple] = []
         for frame in rows:
-            ms = epoch_ms(frame[self.event_time])
-            frame = frame.assign(**{EVENT_MS: ms})[ms > watermark]
-            fresh.extend(frame[[EVENT_MS, *self.input_columns]].itertuples(index=False, name=None))
+            us = epoch_us(frame[self.event_time])
+            frame = frame.assign(**{EVENT_US: us})[us > watermark_us]  # late: at or before the watermark
+            fresh.extend(frame[[EVENT_US, *self.input_columns]].itertuples(index=False, name=None))
         if fresh:
             self.pending.appendList([(int(t), *rest) for t, *rest in fresh])
-            for event_ms in {int(t) for t, *_ in fresh}:
-                self.handle.registerTimer(event_ms)
+            for timer in {timer_ms(int(t)) for t, *_ in fresh}:
+                self.handle.registerTimer(timer)
         return iter(())
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
@@ -110,20 +117,20 @@ class EventTimeOrdered(StatefulProcessor):
         # other timers then find nothing): a timer registered while timers fire would wait for the next batch.
         watermark = timerValues.getCurrentWatermarkInMs()
         pending = list(self.pending.get()) if self.pending.exists() else []
-        due = sorted(p for p in pending if p[0] <= watermark)
+        due = sorted(p for p in pending if p[0] <= watermark * US_PER_MS)
         output: list[dict[str, Any]] = []
         if due:
-            rest = [p for p in pending if p[0] > watermark]
+            rest = [p for p in pending if p[0] > watermark * US_PER_MS]
             if rest:
                 self.pending.put(rest)
             else:
                 self.pending.clear()
-            for event_ms, *values in due:
-                output.extend(self.on_event(key, event_ms, tuple(values)))
+            for event_us, *values in due:
+                output.extend(self.on_event(key, event_us, tuple(values)))
             self._restart_idle_timer(due[-1][0])
         idle = self.idle_timer.get()[0] if self.idle_timer.exists() else None
         if idle is not None and idle <= watermark:  # idle since its last event: close, remove the state
-            output.extend(self.on_idle(key, idle))
+            output.extend(self.on_idle(key))
             self.clear_state()
             self.handle.deleteTimer(idle)
             self.idle_timer.clear()
@@ -132,16 +139,16 @@ class EventTimeOrdered(StatefulProcessor):
 
     def handleInitialState(self, key, initialState, timerValues) -> None:
         """A key of the initial state table (first batch of a new checkpoint only)."""
-        last_ms = self.open_from(key, initialState.iloc[0].to_dict())
-        if last_ms is not None:
-            self._restart_idle_timer(last_ms)
+        last_us = self.open_from(key, initialState.iloc[0].to_dict())
+        if last_us is not None:
+            self._restart_idle_timer(last_us)
 
-    def _restart_idle_timer(self, last_event_ms: int) -> None:
-        if not self.idle_after_ms:
+    def _restart_idle_timer(self, last_event_us: int) -> None:
+        if not self.idle_after_us:
             return
         if self.idle_timer.exists():
             self.handle.deleteTimer(self.idle_timer.get()[0])
-        idle_at = last_event_ms + self.idle_after_ms
+        idle_at = timer_ms(last_event_us + self.idle_after_us)
         self.handle.registerTimer(idle_at)
         self.idle_timer.update((idle_at,))
 

@@ -20,19 +20,19 @@ class FraudAlerts(EventTimeOrdered):
     def __init__(self, job: JobSpec):
         super().__init__(job)
         self.failures_needed = self.params["failures"]
-        self.within_ms = self.params["within"] * 1000
-        self.idle_after_ms = self.within_ms
+        self.within_us = self.params["within"] * 1_000_000
+        self.idle_after_us = self.within_us
 
     def open_state(self, handle: StatefulProcessorHandle) -> None:
-        self.failures = handle.getListState("failures", StructType([StructField("event_ms", LongType())]))
+        self.failures = handle.getListState("failures", StructType([StructField("event_us", LongType())]))
 
-    def on_event(self, key: tuple, event_ms: int, values: tuple) -> list[dict[str, Any]]:
+    def on_event(self, key: tuple, event_us: int, values: tuple) -> list[dict[str, Any]]:
         (outcome,) = values
         if outcome != FAILURE:
             self.failures.clear()
             return []
-        recent = [f for (f,) in (self.failures.get() if self.failures.exists() else ()) if event_ms - f <= self.within_ms]
-        recent.append(event_ms)
+        recent = [f for (f,) in (self.failures.get() if self.failures.exists() else ()) if event_us - f <= self.within_us]
+        recent.append(event_us)
         if len(recent) < self.failures_needed:
             self.failures.put([(f,) for f in recent])
             return []
@@ -40,10 +40,10 @@ class FraudAlerts(EventTimeOrdered):
         return [{
             "alert_type": "FRAUD_ALERT",
             "entity": str(key[0]),
-            "alert_time": timestamp(event_ms),
+            "alert_time": timestamp(event_us),
             "window_start": timestamp(recent[0]),
             "event_count": len(recent),
-            "detail": f"{len(recent)} failed logins within {span(self.within_ms)}",
+            "detail": f"{len(recent)} failed logins within {span(self.params['within'])}",
         }]
 
     def clear_state(self) -> None:

@@ -11,10 +11,10 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from include.registry import JobSpec
 from include.registry.processors import ALERTS_SCHEMA
-from spark_jobs.processors import epoch_ms, span, timestamp
+from spark_jobs.processors import US_PER_MS, epoch_us, span, timestamp
 
 STATUS = StructType([
-    StructField("last_event_ms", LongType()),  # event time of the newest log seen
+    StructField("last_event_us", LongType()),  # event time of the newest log seen (microseconds)
     StructField("logs", LongType()),  # logs since the key was first seen or last recovered
     StructField("timer_ms", LongType()),  # the processing-time timer that declares it stale
     StructField("stale", BooleanType()),
@@ -30,7 +30,8 @@ class StaleServices(StatefulProcessor):
     that same batch keeps the service fresh. Logs are not ordered by event time: only their arrival counts."""
 
     def __init__(self, job: JobSpec):
-        self.silent_ms = job.transform.params["silent_for"] * 1000
+        self.silent_for = job.transform.params["silent_for"]  # seconds
+        self.silent_ms = self.silent_for * 1000
         self.event_time = job.source.event_time
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -38,7 +39,7 @@ class StaleServices(StatefulProcessor):
         self.status = handle.getValueState("status", STATUS)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-        times = pd.concat([epoch_ms(frame[self.event_time]) for frame in rows]).dropna()
+        times = pd.concat([epoch_us(frame[self.event_time]) for frame in rows]).dropna()
         if times.empty:
             return
         earliest, newest, count = int(times.min()), int(times.max()), len(times)
@@ -46,7 +47,7 @@ class StaleServices(StatefulProcessor):
         output: list[dict[str, Any]] = []
         if status is not None and status[3]:  # stale: this log ends the silence
             output.append(self._alert("recovered", key, earliest, status[0], count,
-                                      f"logged again after a silence of at least {span(self.silent_ms)}"))
+                                      f"logged again after a silence of at least {span(self.silent_for)}"))
             logs = count
         else:
             if status is not None:
@@ -64,14 +65,14 @@ class StaleServices(StatefulProcessor):
         if status is None or status[3] or status[2] != expiry:
             return
         self.status.update((status[0], status[1], expiry, True))
-        yield pd.DataFrame([self._alert("stale", key, expiry, status[0], status[1],
-                                        f"no log read for {span(self.silent_ms)} of processing time")],
+        yield pd.DataFrame([self._alert("stale", key, expiry * US_PER_MS, status[0], status[1],
+                                        f"no log read for {span(self.silent_for)} of processing time")],
                            columns=list(ALERTS_SCHEMA))
 
     def close(self) -> None:
         pass
 
     @staticmethod
-    def _alert(kind: str, key: tuple, at_ms: int, since_ms: int, logs: int, detail: str) -> dict[str, Any]:
-        return {"alert_type": kind, "entity": ",".join(str(k) for k in key), "alert_time": timestamp(at_ms),
-                "window_start": timestamp(since_ms), "event_count": logs, "detail": detail}
+    def _alert(kind: str, key: tuple, at_us: int, since_us: int, logs: int, detail: str) -> dict[str, Any]:
+        return {"alert_type": kind, "entity": ",".join(str(k) for k in key), "alert_time": timestamp(at_us),
+                "window_start": timestamp(since_us), "event_count": logs, "detail": detail}
