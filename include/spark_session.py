@@ -31,6 +31,7 @@ class JavaError(RuntimeError):
 
 FUNCTIONS_JAR = "lakehouse-functions.jar"  # the project's JVM functions (spark_jobs/jvm), built by `make`
 STRICT_JSON_FUNCTION = "lakehouse_strict_json"  # (line, text columns) -> quarantine reason or null
+RESCUED_FIELDS_FUNCTION = "lakehouse_rescued_fields"  # (line, schema columns) -> the other fields as JSON, or null
 
 
 def delta_jars(settings: Settings) -> list[Path]:
@@ -175,6 +176,7 @@ def register_functions(spark) -> None:
     from pyspark.sql.types import StringType
 
     spark.udf.registerJavaFunction(STRICT_JSON_FUNCTION, "lakehouse.StrictJsonReason", StringType())
+    spark.udf.registerJavaFunction(RESCUED_FIELDS_FUNCTION, "lakehouse.RescuedFields", StringType())
 
 
 def query_session(spark):

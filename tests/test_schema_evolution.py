@@ -282,3 +282,25 @@ def test_a_renamed_column_is_rebuilt_by_full_refresh_with_the_new_schema(spark, 
     assert sum(json.loads(r["_rescued"] or "{}").get("device") == "tablet" for r in bronze) == sum(
         r["event_id"] in named for r in bronze) > 0
     assert {p.mode for p in plans(settings, after).values()} == {"resume"}
+
+
+@pytest.mark.spark
+def test_the_rescued_column_keeps_other_fields_whole_and_names_exactly(spark):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.transforms import rescued_fields
+
+    schema = {"event_id": "string", "value": "double", "event_time": "timestamp"}
+    lines = {
+        '{"event_id": "a", "value": 1.5, "event_time": "2026-01-01T00:00:00Z"}': None,  # nothing beyond the schema
+        '{"event_id": "b", "device": "ios", "tags": ["x", {"y": null}], "n": 12, "f": -0.25, "ok": true}':
+            {"device": "ios", "tags": ["x", {"y": None}], "n": 12, "f": -0.25, "ok": True},
+        '{"Device": "caps", "value": {"nested": "in a named column"}, "q": "say \\"hi\\" \\u00e9"}':
+            {"Device": "caps", "q": 'say "hi" \u00e9'},
+        '{"event_id": "c", "x": 1} trailing': {"x": 1},  # the strict parse quarantines it; the column is not read
+        "not json": None, "[1, 2]": None, '{"x": ': None, "": None,
+    }
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    got = {r["value"]: r["rescued"] for r in frame.select("value", rescued_fields(F.col("value"), schema)
+                                                                .alias("rescued")).collect()}
+    assert {line: json.loads(text) if text else None for line, text in got.items()} == lines
