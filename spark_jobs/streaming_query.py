@@ -36,7 +36,7 @@ from include.registry import (
     WindowAggregate,
 )
 from include.settings import Settings
-from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER
+from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER, session_confs
 from include.storage.ownership import count_own_rows, written_versions
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
@@ -195,10 +195,17 @@ def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int
         str(state.changelog_checkpointing).lower(),
     )
     conf.set("spark.sql.streaming.minBatchesToRetain", str(state.min_batches_to_retain))
-    # A processor's new checkpoint encodes its state in Avro, whose schema may evolve (fields added or removed, types
-    # widened) without a new checkpoint; the encoding is pinned in each checkpoint (older ones keep UnsafeRow).
-    conf.set("spark.sql.streaming.stateStore.encodingFormat",
-             "avro" if isinstance(job.transform, StatefulProcess) else "unsaferow")
+
+
+STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+
+
+def state_encoding(job: JobSpec) -> dict[str, str]:
+    """A processor's new checkpoint encodes its state in Avro, whose schema may evolve (fields added or removed, types
+    widened) without a new checkpoint; the encoding is pinned in each checkpoint (older ones keep UnsafeRow). Set
+    only while the query starts (it copies the session then): Spark refuses Avro for other operators
+    (aggregations), which later queries of the same session may run."""
+    return {STATE_ENCODING: "avro"} if isinstance(job.transform, StatefulProcess) else {}
 
 
 def run_job(
@@ -289,7 +296,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     )
     log.info("job=%s starting (%s, %d shuffle partitions, checkpoint %s)", job.id, trigger, partitions, checkpoint)
     started = time.monotonic()
-    query = writer.start()
+    with session_confs(spark, state_encoding(job)):
+        query = writer.start()
     status = "finished"
     watch = None if trigger.available_now else RegistryWatch(settings, job, registry)
     evolved = None
