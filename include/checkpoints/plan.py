@@ -31,13 +31,21 @@ import json
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
-from include.registry import PROCESSORS, JobSpec, Registry, StatefulProcess, StreamJoin
+from include.registry import (
+    PROCESSORS,
+    Deduplicate,
+    JobSpec,
+    ParseJson,
+    Registry,
+    StatefulProcess,
+    StreamJoin,
+)
 from include.settings import Settings
 from include.storage.paths import StoragePath
 
 MODES = ("resume", "evolve", "repartition", "reset-checkpoint", "full-refresh")
 STARTABLE = ("resume", "evolve")  # a job starts on these plans (it applies `evolve` itself)
-PASS_THROUGH_KINDS = ("parse_json", "deduplicate")  # their state (none; the dedup keys) holds no other column
+PASS_THROUGH_KINDS = (ParseJson.kind, Deduplicate.kind)  # their state (none; the dedup keys) holds no other column
 PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
 FINGERPRINT_FILE = "lakehouse_fingerprint.json"
 START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
