@@ -2,7 +2,7 @@
 
 - `lakehouse_backfill`: every job with the available-now trigger, in dependency order, then quality.
 - `lakehouse_live`: keeps the live jobs running with their live triggers.
-- `data_quality`: the gold tables' Great Expectations suites, when the tables are updated.
+- `data_quality`: the Great Expectations suites (gold tables; bronze's rescued fields), when the tables are updated.
 - `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
 - `checkpoint_reset`: manual checkpoint actions (repartition, reset, full refresh), approved by a person.
 
@@ -39,10 +39,10 @@ def on_cron(cron: str) -> CronTriggerTimetable:
     already past (Airflow's default runs one when unpaused within minutes of a tick), which would take the one
     active-run slot from the person's manual run."""
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=timedelta(0))
-GOLD_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites
+QUALITY_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites: gold, and bronze's rescued fields
 # The backfill's jobs that drain and stop by themselves share one driver (`run_jobs`)
 SHARED_DRIVER_JOBS = [j for j in REGISTRY.order if REGISTRY.jobs[j].triggers["backfill"].available_now]
-WRITERS = {t: [w.id for w in REGISTRY.writers_of(t)] for t in GOLD_TABLES}
+WRITERS = {t: [w.id for w in REGISTRY.writers_of(t)] for t in QUALITY_TABLES}
 
 HEALTH_REPORT_DOC = f"""Rebuilds the pipeline-health report, `{SETTINGS.layout.health_report_index}`: per job, charts
 of state rows, batch duration against the trigger interval, input and processing rates, watermark delay and rows
@@ -74,7 +74,7 @@ did not finish it, or on a retry.
 - **Schedule**: hourly, no catch-up, one active run at a time.
 - **Touches**: the Delta tables under `{SETTINGS.root}` (each is an Airflow Asset updated by the
   task that writes it) and each job's checkpoint under `{SETTINGS.layout.checkpoint("<job>")}`.
-- **Ends with** `quality_check`: the Great Expectations suites of the gold tables it wrote; a blocking
+- **Ends with** `quality_check`: the Great Expectations suites of the tables it wrote (gold; bronze's rescued fields); a blocking
   failure fails the run (the task's "Data quality report" link opens the report). `health_report`
   rebuilds the pipeline-health report (Browse → "Pipeline health report").
 - **Which button**: Trigger → *Single run*. Airflow's *Backfill* (a run per date in a range) is not needed:
@@ -144,7 +144,7 @@ with DAG(
             tasks[upstream] >> tasks[job_id]
 
     check = QualityCheckOperator(
-        task_id="quality_check", tables=GOLD_TABLES, writers=WRITERS, trigger_rule="none_failed", doc_md=QUALITY_DOC)
+        task_id="quality_check", tables=QUALITY_TABLES, writers=WRITERS, trigger_rule="none_failed", doc_md=QUALITY_DOC)
     # After every job, not only the gold writers: a failed job fails the run even when the jobs downstream of it
     # were left out by `select_jobs` (a skip does not pass the failure on).
     [*tasks.values()] >> check
@@ -228,9 +228,9 @@ with DAG(
 QUALITY_DAG_DOC = f"""
 # data_quality
 
-Runs the Great Expectations suites of the gold tables ({", ".join(GOLD_TABLES)}: windows, sessions and
-joins) whenever
-one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on demand.
+Runs the Great Expectations suites of the tables that have one ({", ".join(QUALITY_TABLES)}: gold windows,
+sessions, joins, running totals, alerts and session summaries; bronze's rows with rescued fields, i.e. fields
+the source's schema does not name, and their names) whenever one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on demand.
 
 - **Severity**: blocking expectations fail the task; warnings are recorded only. Every result goes
   to `_ops/dq_results` (table, version range, expectation, success, observed value).
@@ -243,9 +243,9 @@ one of them is updated (Airflow Assets written by `lakehouse_backfill`), and on 
 
 with DAG(
     dag_id="data_quality",
-    description="Great Expectations suites of the gold tables when they change; the report is in Browse → Data "
+    description="Great Expectations suites of the gold and bronze tables when they change; the report is in Browse → Data "
                 "quality reports.",
-    schedule=AssetAny(*(table_asset(SETTINGS, t) for t in GOLD_TABLES)),
+    schedule=AssetAny(*(table_asset(SETTINGS, t) for t in QUALITY_TABLES)),
     catchup=False,
     max_active_runs=1,
     default_args=default_args(SETTINGS),
@@ -253,7 +253,7 @@ with DAG(
     doc_md=QUALITY_DAG_DOC,
     params={"full": Param(False, type="boolean", description="Validate every row, not only new versions.")},
 ) as data_quality:
-    for table in GOLD_TABLES:
+    for table in QUALITY_TABLES:
         QualityCheckOperator(task_id=f"validate_{table.replace('/', '__')}", tables=[table], writers=WRITERS,
                              doc_md=QUALITY_DOC)
 

@@ -85,6 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_argument("--changes", type=arguments.batch_range, metavar="B1:B2",
                        help="the state change feed from batch B1 to B2 (needs changelog checkpointing)")
 
+    schema = sub.add_parser("schema", help="schema changes: fill added columns from what bronze rescued")
+    schema_sub = schema.add_subparsers(dest="schema_command", required=True)
+    backfill = schema_sub.add_parser(
+        "backfill", help="fill columns the registry added in the rows written before, from `_rescued`, in the "
+                         "bronze job's table and its pass-through copies (one Delta version each; the jobs stopped)")
+    backfill.add_argument("job", help="the bronze (parse_json) job, e.g. bronze_clickstream")
+    backfill.add_argument("--column", action="append", dest="columns", metavar="NAME",
+                          help="a column of the source's schema (repeatable; default: every one)")
+    backfill.add_argument("--dry-run", action="store_true", help="count what would be filled; change nothing")
+
     maintain = sub.add_parser("maintain", help="compact (OPTIMIZE) and VACUUM Delta tables, per the registry")
     maintain.add_argument("tables", nargs="*", help="tables such as bronze/clickstream (default: every table)")
 
@@ -384,6 +394,18 @@ def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
+    from include.spark_session import get_spark
+    from spark_jobs.rescued_backfill import backfill, backfill_jobs, fill_columns, render
+
+    registry = load_registry(settings.registry_path)
+    fill_columns(backfill_jobs(registry, args.job)[0], args.columns)  # bad input fails before Spark starts
+    report = backfill(get_spark(settings, app_name="lakehouse-schema-backfill"), settings, registry, args.job,
+                      args.columns, dry_run=args.dry_run)
+    sys.stdout.write(render(report, args.dry_run) + "\n")
+    return 0
+
+
 def cmd_maintain(settings: Settings, args: argparse.Namespace) -> int:
     from spark_jobs.table_maintenance import run
 
@@ -492,7 +514,7 @@ def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint,
+    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
     "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
 }
 # Commands that start or stop servers: they run whatever the state of an S3 root (`demo` starts its store first)
@@ -501,7 +523,7 @@ WITHOUT_ROOT = ("storage", "kafka", "cluster", "demo")
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster", "storage") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster", "storage", "schema") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

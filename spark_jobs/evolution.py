@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 # restarting the query"). Restarted with a new DataFrame, an additive change reads on.
 INPUT_GAINED = "LAKEHOUSE_INPUT_GAINED_COLUMNS"  # ours: see check_input_columns
 SCHEMA_CHANGE_ERRORS = ("DELTA_SCHEMA_CHANGED", "DELTA_STREAMING_SCHEMA_MISMATCH_ON_RESTART", INPUT_GAINED)
+ROW_CHANGE_ERROR = "DELTA_SOURCE_TABLE_IGNORE_CHANGES"  # a commit of a table it reads changed rows: a backfill?
 SCHEMA_RESTARTS = 3  # restarts in a row without a committed batch before the change counts as incompatible
 
 
@@ -41,8 +42,12 @@ class RegistryEvolved(RuntimeError):
         self.registry = registry
 
 
-def source_schema_changed(error: str) -> bool:
-    return any(code in error for code in SCHEMA_CHANGE_ERRORS)
+def source_schema_changed(error: str, settings: Settings | None = None, job: JobSpec | None = None) -> bool:
+    """The query failed on a new schema of a table it reads, or (given the job) on a backfill's commit there: a
+    query started again reads on."""
+    if any(code in error for code in SCHEMA_CHANGE_ERRORS):
+        return True
+    return ROW_CHANGE_ERROR in error and job is not None and bool(backfilled_sources(settings, job))
 
 
 def check_input_columns(settings: Settings, job: JobSpec, columns: list[str]) -> None:
@@ -100,6 +105,35 @@ class RegistryWatch:
         log.warning("job=%s: the registry changed what its checkpoint depends on (plan %s); the run goes on with "
                     "the definition it started with, and the plan applies when it is stopped", job.id, plan.mode)
         return None
+
+
+def backfilled_sources(settings: Settings, job: JobSpec) -> frozenset[str]:
+    """The Delta tables `job` reads whose row changes after its checkpoint's position are all backfills from
+    `_rescued` (spark_jobs.rescued_backfill): its run passes over them (``skipChangeCommits``). A table with any other
+    row change there (a DELETE, RESTORE, overwrite) is read as before: Delta's source fails on it, as it should."""
+    from include.checkpoints.modes import next_unread
+    from include.storage import delta as delta_store
+    from spark_jobs.rescued_backfill import BACKFILL_TAG
+
+    checkpoint = settings.layout.checkpoint(job.id)
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    if batch is None:
+        return frozenset()
+    offsets = [json.loads(text) for text in checkpoints.source_offsets(checkpoint, batch)]
+    skipped = set()
+    for source in (s for s in job.sources if s.kind == "delta"):
+        path = settings.layout.table(source.name)
+        if not delta_store.table_exists(path):
+            continue
+        table_id = delta_store.open_table(path).metadata().id
+        read = [next_unread(o) for o in offsets if o.get("reservoirId") == table_id]
+        changes = delta_store.change_commits(path, min(read)) if read else {}
+        if changes and all(tag == BACKFILL_TAG for tag in changes.values()):
+            skipped.add(source.name)
+    if skipped:
+        log.info("job=%s: passes over the backfill commits of %s (their rows it has read; skipChangeCommits)",
+                 job.id, ", ".join(sorted(skipped)))
+    return frozenset(skipped)
 
 
 def record_evolution(settings: Settings, registry: Registry, job: JobSpec, plan: Plan,

@@ -45,6 +45,7 @@ from spark_jobs.evolution import (
     RegistryEvolved,
     RegistryWatch,
     SourceSchemaChanged,
+    backfilled_sources,
     record_evolution,
     source_schema_changed,
 )
@@ -285,7 +286,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if starting:
         log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
-        build_stream(spark, settings, job, starting, available_now=trigger.available_now)
+        build_stream(spark, settings, job, starting, available_now=trigger.available_now,
+                     skip_changes=backfilled_sources(settings, job))
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)
@@ -331,7 +333,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     if not recorder.wait_terminated(str(query.runId)):
         log.warning("job=%s: the progress listener did not catch up in time", job.id)
     batches, rows_in = recorder.totals(str(query.runId))
-    schema_changed = error is not None and not held.lost and source_schema_changed(str(error))
+    schema_changed = error is not None and not held.lost and source_schema_changed(str(error), settings, job)
     status = "restarting" if schema_changed else "failed" if error else status
     summary = run_summary(job.id, status, batches, rows_in, written, last_batch, time.monotonic() - started)
     write_heartbeat(settings, job.id, status=status, query_id=str(query.id), batch_id=last_batch, summary=summary)

@@ -19,15 +19,19 @@ from spark_jobs.schemas import spark_schema, spark_type
 
 QUARANTINE_REASON = "_quarantine_reason"
 RAW_LINE = "raw_line"
+TEXT_TIME_TYPES = ("timestamp", "date")  # read from JSON as text, then parsed (an unparseable one: quarantined)
 BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the line's bytes, base64-encoded
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
-                  starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
+                  starting: dict[str, str] | None = None, available_now: bool = False,
+                  skip_changes: frozenset[str] = frozenset()) -> DataFrame:
     """An input stream: landing files (raw lines), Kafka messages, or the new commits of a Delta table (Delta's
     streaming source; its change data feed for an upserted table). A micro-batch admits what the source's limits
     allow under the trigger (a backfill's own limits under available-now: SourceSpec.admission).
     `starting` positions the source of a new checkpoint (Delta: ``startingVersion`` / ``startingTimestamp``;
-    Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`."""
+    Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`. Delta tables named
+    in `skip_changes` are read with ``skipChangeCommits``: their unread row changes are backfills
+    (spark_jobs.rescued_backfill), passed over."""
     reader = spark.readStream
     limits = source.admission(available_now)
     if limits.max_files:
@@ -41,6 +45,8 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         return kafka_stream(reader, settings, source, limits.max_offsets, starting)
     if source.read_change_feed:
         reader = reader.option("readChangeFeed", "true")
+    if source.name in skip_changes:
+        reader = reader.option("skipChangeCommits", "true")
     for option, value in (starting or {}).items():
         reader = reader.option(option, value)
     return reader.format("delta").load(str(settings.layout.table(source.name)))
@@ -71,12 +77,6 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     JSON parse finds (spark_jobs.strict_json), a value Spark cannot read into its column, a missing required
     field, an unparseable time. A landing line's rows name its file; a Kafka message's its coordinates."""
     schema = job.source.schema
-    as_text = ("timestamp", "date")
-    json_schema = T.StructType(
-        [T.StructField(c, T.StringType() if t in as_text else spark_type(t)) for c, t in schema.items()]
-        + [T.StructField("_corrupt_record", T.StringType())]
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record", **strict_json.SPARK_OPTIONS}
     kafka = job.source.kind == "kafka"
     text = F.col("value").cast("string") if kafka else F.col("value")  # a message's bytes, unchecked, as text
     # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
@@ -85,24 +85,20 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         F.when(utf8, text).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(text.cast("binary")))).alias(RAW_LINE),
         *(kafka_coordinates() if kafka else [F.col("_metadata.file_path").alias("_source_file")]),
         F.current_timestamp().alias("_ingested_at"),
-        F.from_json(text, json_schema, options).alias("j"),
+        json_fields(text, schema).alias("j"),
         rescued_fields(text, schema).alias(RESCUED_COLUMN),
         F.when(utf8, strict_json.strict_reason(text, schema)).alias("_strict"),
         utf8.alias("_utf8"),
         F.octet_length(text).alias(landing.LINE_BYTES),
     )
-    typed = {}
-    for column, ctype in schema.items():
-        value = F.col(f"j.{column}")
-        typed[column] = (F.try_to_timestamp(value) if ctype == "timestamp"
-                         else F.expr(f"try_cast(j.`{column}` AS DATE)") if ctype == "date" else value)
+    typed = {column: typed_value(F.col("j")[column], ctype) for column, ctype in schema.items()}
     reason = F.when(F.col(RAW_LINE).isNull(), F.lit("empty_message")).when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
         F.col("_strict").isNotNull(), F.col("_strict")).when(
         F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type"))
     for column in job.source.required:
         reason = reason.when(F.col(f"j.{column}").isNull(), F.lit(f"missing_{column}"))
     for column, ctype in schema.items():
-        if ctype in as_text:
+        if ctype in TEXT_TIME_TYPES:
             reason = reason.when(F.col(f"j.{column}").isNotNull() & typed[column].isNull(), F.lit(f"unparseable_{column}"))
     provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
@@ -114,6 +110,26 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         reason.alias(QUARANTINE_REASON),
         landing.LINE_BYTES,
     )
+
+
+def json_fields(text: Column, schema: dict[str, str]) -> Column:
+    """`text` (one JSON object) parsed by Spark's reader as bronze reads a line: a struct of `schema`'s columns (times
+    as their text: :func:`typed_value` parses them) and ``_corrupt_record`` (set when a value does not fit its type)."""
+    json_schema = T.StructType(
+        [T.StructField(c, T.StringType() if t in TEXT_TIME_TYPES else spark_type(t)) for c, t in schema.items()]
+        + [T.StructField("_corrupt_record", T.StringType())]
+    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record", **strict_json.SPARK_OPTIONS}
+    return F.from_json(text, json_schema, options)
+
+
+def typed_value(value: Column, ctype: str) -> Column:
+    """A value :func:`json_fields` read, in its column's type (an unparseable time or date: null)."""
+    if ctype == "timestamp":
+        return F.try_to_timestamp(value)
+    if ctype == "date":
+        return value.try_cast("date")
+    return value
 
 
 def rescued_fields(text: Column, schema: dict[str, str]) -> Column:
@@ -191,7 +207,8 @@ def session_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
 
 
 def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec,
-                starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
+                starting: dict[str, str] | None = None, available_now: bool = False,
+                skip_changes: frozenset[str] = frozenset()) -> DataFrame:
     """Stream-stream join of the source (left) with `right`, bounded in event time.
 
     Both sides are watermarked; a right row joins a left row when the keys are equal and its event
@@ -201,7 +218,7 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     spec = job.transform
     if spec.where:
         left = left.where(spec.where)
-    right = source_stream(spark, settings, spec.right, starting, available_now)
+    right = source_stream(spark, settings, spec.right, starting, available_now, skip_changes)
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
     condition += [rt >= lt - F.expr(f"INTERVAL {spec.before_seconds} SECONDS"),
@@ -266,12 +283,13 @@ SINGLE_STREAM_KINDS: dict[str, Callable[[DataFrame, JobSpec], DataFrame]] = {
 
 
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
-                 starting: dict[str, str] | None = None, available_now: bool = False) -> DataFrame:
-    """The job's output stream, ready for its sink."""
-    stream = source_stream(spark, settings, job.source, starting, available_now)
+                 starting: dict[str, str] | None = None, available_now: bool = False,
+                 skip_changes: frozenset[str] = frozenset()) -> DataFrame:
+    """The job's output stream, ready for its sink (`skip_changes`: see :func:`source_stream`)."""
+    stream = source_stream(spark, settings, job.source, starting, available_now, skip_changes)
     kind = job.transform.kind
     if kind == "stream_join":
-        return stream_join(spark, settings, stream, job, starting, available_now)
+        return stream_join(spark, settings, stream, job, starting, available_now, skip_changes)
     if kind == "stateful_process":
         return stateful_process(spark, settings, stream, job)
     return SINGLE_STREAM_KINDS[kind](stream, job)

@@ -248,8 +248,10 @@ def test_quality_section_configures_the_suite(raw):
     (JOB, {"severity": ["freshness"]}, f"job '{JOB}': quality.severity: must map expectation names"),
     (JOB, {"lag": "1 hour"}, f"job '{JOB}': quality: unknown fields ['lag']"),
     (JOB, "strict", f"job '{JOB}': quality: must be a mapping"),
+    ("bronze_clickstream", {"freshness_lag": "1 hour"},
+     "job 'bronze_clickstream': quality.freshness_lag: a parse_json (bronze) table's suite has no freshness check"),
     ("silver_clickstream", {"freshness_lag": "1 hour"},
-     "job 'silver_clickstream': quality: only window_aggregate, session_aggregate, stream_join, running_aggregate jobs and "
+     "job 'silver_clickstream': quality: only parse_json, window_aggregate, session_aggregate, stream_join, running_aggregate jobs and "
      "stateful_process jobs of a processor with a suite have quality suites"),
 ])
 def test_quality_section_errors_name_job_and_field(raw, job, section, problem):

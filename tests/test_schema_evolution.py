@@ -17,10 +17,12 @@ from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.generator import DEFAULT_START
 from include.ops import checkpoint_audit
 from include.ops.heartbeats import read_heartbeat
+from include.quality import run_quality
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
+from spark_jobs.rescued_backfill import backfill
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, generate, gold_rows
+from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
 from tests.support.oracle import expected_gold
 
 AVAILABLE_NOW = Trigger(available_now=True)
@@ -153,6 +155,12 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     assert {tuple(r) for r in rescued} == {("device",)}
     assert {json.dumps(r["device"], sort_keys=True) for r in rescued} == {'"tablet"',
                                                                            '{"kind": "phone", "os": "ios"}'}
+    report = run_quality(settings, before, ["bronze/clickstream"])  # the quality check counts them, by name
+    [check] = report.results
+    observed = json.loads(check.observed_value)
+    assert (check.expectation, check.severity, check.success) == ("no_rescued_fields", "warning", False)
+    assert observed["rows_with_rescued_fields"] == observed["unexpected_count"] == len(rescued)
+    assert observed["fields"] == {"device": len(rescued)} and not report.blocking_failures
 
     after = build_registry(with_field(raw))  # the registry names the field: bronze and silver evolve
     assert {j: p.mode for j, p in plans(settings, after, LINEAGE).items()} == {
@@ -208,6 +216,55 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     assert sorted(a["job"] for a in audit) == sorted(CHAIN)
     assert all("added device (string)" in a["detail"] and a["outcome"] == "done" for a in audit)
     assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+    [check] = run_quality(settings, after, ["bronze/clickstream"]).results  # the rows since: none rescued
+    assert check.success and json.loads(check.observed_value)["fields"] == {}
+
+    # the backfill: the early rows' rescued `device` into the column, in bronze and silver, one version each;
+    # an object (it does not fit a string) stays rescued
+    fits = sum(isinstance(json.loads(r["_rescued"])["device"], str) for r in early if r["_rescued"])
+    tables = ("bronze/clickstream", "silver/clickstream")
+    versions = {t: delta_store.latest_version(settings.layout.table(t)) for t in tables}
+    dry = backfill(spark, settings, after, "bronze_clickstream", ["device"], dry_run=True)
+    assert [(f.table, f.filled) for f in dry] == [("bronze/clickstream", fits), ("silver/clickstream", dry[1].filled)]
+    assert versions == {t: delta_store.latest_version(settings.layout.table(t)) for t in tables}  # nothing changed
+    done = backfill(spark, settings, after, "bronze_clickstream")
+    assert [(f.table, f.column, f.filled, f.not_fitting) for f in done if f.column == "device"] == [
+        (f.table, f.column, f.filled, f.not_fitting) for f in dry]
+    assert fits and dry[0].not_fitting == len(rescued) - fits and 0 < dry[1].filled <= fits
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).to_pylist()
+    filled = [r for r in bronze if r["_source_file"].endswith(tuple(p.name for p in first.files)) and r["device"]]
+    assert len(filled) == fits and {r["device"] for r in filled} == {"tablet"}
+    assert not any(r["_rescued"] for r in filled)  # the field left _rescued (it held nothing else)
+    assert sum(r["_rescued"] is not None for r in bronze) == len(rescued) - fits
+    silver_rows = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    early_ids = {r["event_id"] for r in early} - {r["event_id"] for r in late}
+    carried = [r for r in silver_rows if r["event_id"] in early_ids & rescued_lines]  # a copy of each: its own value
+    assert all((r["device"], r["_rescued"]) == ("tablet", None) or (
+        r["device"] is None and isinstance(json.loads(r["_rescued"])["device"], dict)) for r in carried)
+    assert sum(r["device"] == "tablet" for r in carried) == dry[1].filled
+    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "backfill" and not a["dry_run"]]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN) and all("rows filled" in a["detail"] for a in audit)
+    assert backfill(spark, settings, after, "bronze_clickstream", ["device"])[0].filled == 0  # again: nothing left
+    assert {t: delta_store.latest_version(settings.layout.table(t)) for t in tables} != versions
+
+    # the readers pass over the backfill commits: the next drop flows through, nothing read twice
+    caplog.set_level("INFO", logger="spark_jobs.evolution")
+    third = generate(settings, events=300, seed=43, files=1, start=DEFAULT_START + timedelta(hours=2))
+    for job_id in LINEAGE:
+        run_job(spark, settings, after, job_id, AVAILABLE_NOW)
+    bronze_rows = delta_store.count_rows(settings.layout.table("bronze/clickstream"))
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert bronze_rows + quarantine == first.lines + second.lines + third.lines
+    silver_rows = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    assert len({r["event_id"] for r in silver_rows}) == len(silver_rows)
+    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files),
+                                     arrival_order(third.files)])
+    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
+    [check] = run_quality(settings, after, ["bronze/clickstream"]).results  # the backfill rewrote rows: all read
+    assert json.loads(check.observed_value)["fields"] == {"device": len(rescued) - fits}
+    passed_over = [r.getMessage() for r in caplog.records if "passes over the backfill commits" in r.getMessage()]
+    assert any(m.startswith("job=silver_clickstream") for m in passed_over), passed_over
+    assert any(m.startswith("job=gold_user_activity_5m") for m in passed_over), passed_over
 
 
 def read_to(settings, job_id: str) -> int:
@@ -304,3 +361,12 @@ def test_the_rescued_column_keeps_other_fields_whole_and_names_exactly(spark):
     got = {r["value"]: r["rescued"] for r in frame.select("value", rescued_fields(F.col("value"), schema)
                                                                 .alias("rescued")).collect()}
     assert {line: json.loads(text) if text else None for line, text in got.items()} == lines
+
+
+def test_a_backfill_names_what_it_cannot_fill(lakehouse_env):
+    wrong_job = run_cli(["schema", "backfill", "silver_clickstream"], lakehouse_env)
+    assert wrong_job.returncode == 2 and "job 'silver_clickstream' is a deduplicate job: name the bronze" in \
+        wrong_job.stderr, wrong_job.stderr
+    unknown = run_cli(["schema", "backfill", "bronze_clickstream", "--column", "device"], lakehouse_env)
+    assert unknown.returncode == 2 and "source 'clickstream' declares no column 'device'" in unknown.stderr
+    assert "add it to the registry first" in unknown.stderr

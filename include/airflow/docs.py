@@ -51,7 +51,8 @@ QUALITY_DOC = """Validates the gold tables with their Great Expectations suites 
 Windows and sessions: window size and alignment / session bounds (at least the gap), keys, counts,
 no future rows, uniqueness, freshness, reconciliation with silver. Joins: the join bound of matched
 rows, unmatched rows without right-side values, keys, uniqueness per (left key, right key),
-freshness. New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
+freshness. Bronze: how many rows carried fields the source's schema does not name (`_rescued`), and which
+field names (a warning by default: a producer changed). New Delta versions only, unless `full`. A **blocking** failure fails this task (and is
 recorded in `_ops/alerts`); **warnings** are recorded in `_ops/dq_results` only. The report (Data Docs)
 is one click away: the URL at the end of the task log (a new tab), the task's "Data quality report" link
 under Details → Extra Links (this run's result: the table's validation, or a page listing each table's;

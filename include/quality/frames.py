@@ -100,6 +100,10 @@ class ArrowOps:
         return sum((self.rows[c].is_valid().to_numpy(zero_copy_only=False).astype(np.int64) for c in columns),
                    np.zeros(self.rows.num_rows, np.int64))
 
+    def field_names(self, column: str, separator: str) -> np.ndarray:
+        return np.array([None if text is None else separator.join(sorted(json.loads(text)))
+                         for text in self.rows[column].to_pylist()], dtype=object)
+
 
 class SparkOps:
     """:class:`include.quality.suites.base.RowOps` on Spark columns."""
@@ -130,6 +134,9 @@ class SparkOps:
     def non_null_count(self, columns: tuple[str, ...]):
         return sum((self.F.col(c).isNotNull().cast("long") for c in columns), self.F.lit(0).cast("long"))
 
+    def field_names(self, column: str, separator: str):
+        return self.F.array_join(self.F.array_sort(self.F.json_object_keys(column)), separator)
+
 
 def pandas_rows(path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int) -> pd.DataFrame:
     """The selected rows (only the columns the row checks need) plus the derived columns."""
@@ -146,6 +153,13 @@ def pandas_rows(path: StoragePath, spec: TableSpec, selection: RowSelection, now
     for name, values in derived.items():
         frame[name] = values
     return frame[list(spec.check_columns)]
+
+
+def value_counts(frame, column: str, spark: bool) -> dict:
+    """The rows per non-null value of `column` in a row frame (pandas, or Spark when `spark`)."""
+    if spark:
+        return {r[column]: r["count"] for r in frame.where(frame[column].isNotNull()).groupBy(column).count().collect()}
+    return {k: int(v) for k, v in frame[column].dropna().value_counts().items()}
 
 
 def spark_rows(settings, path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int):

@@ -56,6 +56,10 @@ CHECKS: dict[str, CheckInfo] = {
     "closed_after_gap": CheckInfo(BLOCKING, "rows", "closed_at is session_end + the gap"),
     "sessions_apart": CheckInfo(BLOCKING, "table", "a key's sessions do not overlap: each starts more than the "
                                                    "gap after the end of the previous one"),
+    # bronze (parse_json)
+    "no_rescued_fields": CheckInfo(WARNING, "rows", "no row carries a field its source's schema does not name (kept "
+                                                    "in `_rescued`); the result names the fields and the rows per "
+                                                    "field"),
     # every kind (keys: the grouping keys; joins: the left key and the matched column)
     "no_future_windows": CheckInfo(BLOCKING, "rows", "no window or session starts (no joined left event time "
                                                      "lies) after the validation time"),

@@ -17,6 +17,7 @@ from include.registry.specs import (
     JIT_OPTIONS,
     MAX_SHUFFLE_PARTITIONS,
     HealthThresholds,
+    ParseJson,
     QualitySpec,
     ResourcesSpec,
     StatefulProcess,
@@ -130,6 +131,9 @@ def parse_quality(ctx: LoadContext, where: str, raw: Any, transform: dict) -> Qu
     ctx.unknown_fields(f"{where}: quality", raw, ("freshness_lag", "severity"))
     lag = None
     if raw.get("freshness_lag") is not None:
+        if transform.get("kind") == ParseJson.kind:
+            ctx.problem(where, "quality.freshness_lag: a parse_json (bronze) table's suite has no freshness check; "
+                        "its only check is no_rescued_fields")
         try:
             lag = parse_duration(raw["freshness_lag"])
             if lag <= 0:

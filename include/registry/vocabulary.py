@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from include.registry.specs import (
+    ParseJson,
     RunningAggregate,
     SessionAggregate,
     StatefulProcess,
@@ -12,7 +13,7 @@ from include.registry.specs import (
     WindowAggregate,
 )
 
-QUALITY_KINDS = (WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
+QUALITY_KINDS = (ParseJson.kind, WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
                  RunningAggregate.kind, StatefulProcess.kind)  # (stateful_process: alert processors)
 UPDATE_KINDS = (WindowAggregate.kind, RunningAggregate.kind)  # kinds whose sink may be upserted (update mode)
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer")

@@ -193,6 +193,18 @@ def commit_files(path: StoragePath, version: int) -> list[dict]:
     return adds
 
 
+def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
+    """The commits from version `since` on that remove rows (an UPDATE, DELETE, RESTORE or overwrite; a compaction's
+    rewrite is not one), each with its commitInfo's userMetadata (what tagged it, if anything)."""
+    changes: dict[int, str | None] = {}
+    for version in range(since, latest_version(path) + 1):
+        actions = [json.loads(line) for line in (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()]
+        if any("remove" in a and a["remove"].get("dataChange", True) for a in actions):
+            info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            changes[version] = info.get("userMetadata")
+    return changes
+
+
 def latest_version(path: Location) -> int:
     return open_table(path).version()
 

@@ -1,4 +1,4 @@
-"""Quality suites of the gold tables, derived from the job registry.
+"""Quality suites of the gold tables (and of bronze's rescued fields), derived from the job registry.
 
 A suite is built per sink table by the builder of its job's transform kind (:data:`SUITE_BUILDERS`):
 one table spec class per kind, on a common :class:`TableSpec` base.
@@ -10,6 +10,8 @@ one table spec class per kind, on a common :class:`TableSpec` base.
   :class:`RunningTable` (``running_aggregate``): totals per key that never decrease.
 - :mod:`.join`: :class:`JoinTable` (``stream_join``): one row per (left key, right key), the join bound,
   unmatched rows without right values, uniqueness and freshness.
+- :mod:`.rescued`: :class:`RescuedTable` (``parse_json``, bronze): the rows that carried fields the source's schema
+  does not name (``_rescued``), with the field names.
 - :mod:`.processor`: :class:`ProcessorTable` (``stateful_process``, by the processor's ``suite``):
   :class:`AlertTable` (alerts inside the rule's window, one alert per burst) and :class:`SessionSummaryTable`
   (session bounds, a key's sessions apart); both unique and fresh up to the job's watermark.
@@ -46,9 +48,11 @@ from include.quality.suites.processor import (
     SessionSummaryTable,
     processor_table,
 )
+from include.quality.suites.rescued import RescuedTable, rescued_table
 from include.registry import (
     PROCESSORS,
     JobSpec,
+    ParseJson,
     Registry,
     RunningAggregate,
     SessionAggregate,
@@ -59,13 +63,14 @@ from include.registry import (
 
 __all__ = [
     "RUNNING_DEFAULT_LAG_SECONDS", "SUITE_BUILDERS", "AggregateTable", "AlertTable", "AlertWriter", "Check",
-    "JoinTable", "ProcessorTable", "RowOps", "RunningTable", "SessionSummaryTable", "SessionTable", "TableSpec",
-    "WindowedTable", "has_suite", "join_table", "processor_table", "quality_tables", "running_table",
+    "JoinTable", "ProcessorTable", "RescuedTable", "RowOps", "RunningTable", "SessionSummaryTable", "SessionTable", "TableSpec",
+    "WindowedTable", "has_suite", "join_table", "processor_table", "quality_tables", "rescued_table", "running_table",
     "session_table", "windowed_table",
 ]
 
 # Transform kind -> suite builder (the registry's QUALITY_KINDS).
 SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
+    ParseJson.kind: rescued_table,
     WindowAggregate.kind: windowed_table,
     SessionAggregate.kind: session_table,
     StreamJoin.kind: join_table,

@@ -50,6 +50,8 @@ class RowOps(Protocol):
 
     def non_null_count(self, columns: tuple[str, ...]) -> Any: ...
 
+    def field_names(self, column: str, separator: str) -> Any: ...  # a JSON object's keys, sorted, joined (null: null)
+
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
@@ -98,6 +100,15 @@ class TableSpec:
     def make_checks(self, overrides: dict[str, str]) -> list[Check]:
         """The suite's checks, with the job's severity `overrides`."""
         raise NotImplementedError
+
+    @property
+    def details_column(self) -> str | None:
+        """A row column whose counts per value :meth:`row_details` turns into the row checks' details (None: none)."""
+        return None
+
+    def row_details(self, value_counts: dict[Any, int]) -> dict[str, dict[str, Any]]:
+        """Per row check name, details of the validated rows shown with its result (from :attr:`details_column`)."""
+        return {}
 
     @property
     def check_columns(self) -> tuple[str, ...]:
