@@ -86,6 +86,15 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
     assert mode == "full-refresh" and "device string -> int" in text  # text does not fit a number
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(seq="int"))
     assert mode == "full-refresh" and "seq long -> int" in text  # narrowing
+    widened = copy.deepcopy(with_device)
+    widened["sources"]["clickstream"]["schema"]["rank"] = "int"
+    for job_id in base.order:  # checkpoints recorded with an int column
+        write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(build_registry(widened).job(job_id),
+                                                                          build_registry(widened)))
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="long"))
+    assert mode == "full-refresh" and "rank int -> long" in text and "delta-rs 1.6" in text  # widening: said why
+    for job_id in base.order:
+        write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(base.job(job_id), base))
     key_change = with_field(with_device, "os")  # an added column that is also a new key: the state's keys change
     key_change["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "os"]
     silver = plans(settings, build_registry(key_change), ["silver_clickstream"])["silver_clickstream"]

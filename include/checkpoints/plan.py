@@ -230,6 +230,10 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
+# Type changes Delta's type widening makes in place (of the registry's types); not used while delta-rs cannot read them
+DELTA_WIDENINGS = {("int", "long"), ("int", "double")}
+
+
 def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, str]) -> tuple[str, str]:
     """The mode (and why) of a change of the job's output schema from `before` (the checkpoint's) to `after`."""
     if not isinstance(before, dict):
@@ -242,7 +246,12 @@ def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, 
         return "full-refresh", (f"column {', '.join(dropped)} dropped{renamed}: the table's rows and files keep "
                                 "it, and a Delta table without column mapping cannot drop or rename a column")
     if retyped:
-        return "full-refresh", f"column type changed ({'; '.join(retyped)}): the rows written hold the old type"
+        reason = f"column type changed ({'; '.join(retyped)}): the rows written hold the old type"
+        if all((before[c], after[c]) in DELTA_WIDENINGS for c in before if c in after and before[c] != after[c]):
+            reason += ("; Delta could widen it in place (type widening), but delta-rs 1.6, which the quality checks, "
+                       "summaries and operational readers read the tables with, cannot read a table with that "
+                       "feature")
+        return "full-refresh", reason
     if job.transform.kind not in PASS_THROUGH_KINDS:
         return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
                                 f"({', '.join(added)} added)")
