@@ -379,3 +379,27 @@ def test_a_backfill_names_what_it_cannot_fill(lakehouse_env):
     unknown = run_cli(["schema", "backfill", "bronze_clickstream", "--column", "device"], lakehouse_env)
     assert unknown.returncode == 2 and "source 'clickstream' declares no column 'device'" in unknown.stderr
     assert "add it to the registry first" in unknown.stderr
+
+
+def test_the_approval_text_shows_an_evolve_and_why_a_rename_rebuilds_with_the_rows_it_rebuilds(settings, raw):
+    from include.checkpoints.preview import preview, render_markdown
+    from include.checkpoints.request import CheckpointRequest
+
+    base = build_registry(with_field(raw))
+    for job_id in base.order:
+        recorded_checkpoint(settings, base, job_id)
+    bronze = base.job("bronze_clickstream")
+    delta_store.append_rows(settings.layout.table(bronze.sink.table), bronze.output_schema,
+                            [{"event_id": f"e{i}", "event_time": None} for i in range(3)])
+    request = CheckpointRequest("full-refresh", ("bronze_clickstream",), dry_run=True, options={"cascade": True})
+
+    added = build_registry(with_field(with_field(raw), "os"))
+    text = render_markdown(request, preview(settings, added, request))
+    assert "**Its checkpoint needs no action** (plan: `evolve`): its next start adds the columns" in text
+    assert "nullable column os added" in text and "This is a **dry run**" in text
+    assert "Table `bronze/clickstream`: 3 rows at Delta version 1" in text  # what the refresh would rebuild
+
+    renamed = with_field(raw, "platform")
+    text = render_markdown(request, preview(settings, build_registry(renamed), request))
+    assert "Its checkpoint's plan: `full-refresh`; output_schema: column device dropped (renamed to platform?)" in text
+    assert "Table `bronze/clickstream`: 3 rows at Delta version 1" in text

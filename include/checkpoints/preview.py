@@ -91,9 +91,14 @@ def render_markdown(request: CheckpointRequest, previews: list[JobPreview]) -> s
         if item.plan.mode == "resume":
             lines.append("- **Its checkpoint needs nothing** (plan: `resume`): this action is not needed for "
                          "compatibility with the registry.")
+        elif item.plan.mode == "evolve":
+            lines.append("- **Its checkpoint needs no action** (plan: `evolve`): its next start adds the columns "
+                         "(rows written before read null; nothing is read again): "
+                         + "; ".join(c.reason for c in item.plan.changes if c.mode == "evolve"))
         else:
             lines.append(f"- Its checkpoint's plan: `{item.plan.mode}`"
-                         + (f" ({item.plan.note})" if item.plan.note else ""))
+                         + (f" ({item.plan.note})" if item.plan.note else "")
+                         + "".join(f"; {c.field}: {c.reason}" for c in item.plan.changes if c.mode == item.plan.mode))
         lines.append(f"- **Will**: {item.effect}")
         for table in item.tables:
             now = (f"{table.rows:,} rows at Delta version {table.version}" if table.version is not None
