@@ -75,7 +75,9 @@ class RegistryWatch:
     def __init__(self, settings: Settings, job: JobSpec, registry: Registry):
         self.settings, self.job, self.registry = settings, job, registry
         self.path = settings.registry_path
-        self.seen = self._stamp()
+        # None: the first poll reads the file, which may have changed before this run (a query restarted for its
+        # source's new schema keeps the registry it had: an evolve written meanwhile must not be missed)
+        self.seen: tuple[float, int] | None = None
 
     def _stamp(self) -> tuple[float, int] | None:
         try:
@@ -87,7 +89,7 @@ class RegistryWatch:
     def evolved(self) -> Registry | None:
         """The changed registry when it gives the job an `evolve` plan, else None."""
         stamp = self._stamp()
-        if stamp == self.seen:
+        if stamp == self.seen or stamp is None:
             return None
         self.seen = stamp
         try:
@@ -102,6 +104,8 @@ class RegistryWatch:
         plan = plan_job(job, registry, self.settings.layout.checkpoint(job.id), settings=self.settings)
         if plan.mode == "evolve":
             return registry
+        if plan.mode == "resume":  # nothing its checkpoint depends on (e.g. a description, or another job's change)
+            return None
         log.warning("job=%s: the registry changed what its checkpoint depends on (plan %s); the run goes on with "
                     "the definition it started with, and the plan applies when it is stopped", job.id, plan.mode)
         return None

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+import yaml
 
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.generator import DEFAULT_START
@@ -28,6 +29,7 @@ from tests.support.oracle import expected_gold
 AVAILABLE_NOW = Trigger(available_now=True)
 LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 CHAIN = ("bronze_clickstream", "silver_clickstream")
+GROUP_NAME = "clickstream"  # tests/test_groups.py's group
 
 
 def with_field(raw: dict, name: str = "device", ctype: str = "string") -> dict:
@@ -403,3 +405,68 @@ def test_the_approval_text_shows_an_evolve_and_why_a_rename_rebuilds_with_the_ro
     text = render_markdown(request, preview(settings, build_registry(renamed), request))
     assert "Its checkpoint's plan: `full-refresh`; output_schema: column device dropped (renamed to platform?)" in text
     assert "Table `bronze/clickstream`: 3 rows at Delta version 1" in text
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap(settings, tmp_path):
+    """bronze, silver and the 5-minute windows in one live driver (a real `lakehouse run --group` process): events with
+    a new field flow (rescued); the registry file then names it: bronze's and silver's queries stop between batches
+    and start again with it, gold's restarts itself on silver's new schema, in the same driver, with no failure;
+    the next drop's field lands in its column, and gold equals the oracle over both drops."""
+    import os
+
+    from include.generator import GeneratorConfig, write_landing
+    from include.ops import lease, processes
+    from tests.support.helpers import wait_for
+    from tests.test_groups import MEMBERS, drivers_launched_here, drop_after, group_registry, holders, landed
+
+    path = tmp_path / "jobs.yaml"
+    registry = group_registry(path)
+    own = replace(settings, registry_path=path)
+    drops = [generate(own, events=400, seed=61, files=2, late_fraction=0.0)]
+    rescued_ids = add_device(drops[0].files)
+    with drivers_launched_here():
+        pid = processes.start_job(own, registry, "bronze_clickstream")  # the group's driver starts all three
+        wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, pid), 180, "the group's jobs in one driver")
+        wait_for(lambda: landed(own) == drops[0].lines, 180, "the first drop in bronze")
+
+        raw = yaml.safe_load(path.read_text())
+        raw["sources"]["clickstream"]["schema"]["device"] = "string"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        evolved = build_registry(raw, path)
+        wait_for(lambda: {p.mode for p in plans(own, evolved, MEMBERS).values()} == {"resume"}, 180,
+                 "bronze and silver to evolve by themselves")
+        # written aside, given the field, then moved in: the running bronze sees each file whole
+        staged = write_landing(tmp_path / "staged", "clickstream", GeneratorConfig(
+            events=300, seed=62, files=1, late_fraction=0.0, start=drop_after(drops)))
+        new_ids = add_device(staged.files, every=2)
+        drops.append(staged)
+        expected = expected_gold(evolved, [arrival_order(d.files) for d in drops])["gold/user_activity_5m"]
+        for staged_file in staged.files:
+            staged_file.rename(own.layout.landing("landing/clickstream") / staged_file.name)
+        wait_for(lambda: gold_rows(own, "gold/user_activity_5m") == expected, 240, "gold to equal the oracle",
+                 interval=1)
+        assert holders(own) == dict.fromkeys(MEMBERS, pid)  # the same driver: no job stopped for good or restarted
+        assert not any((read_heartbeat(own, j) or {}).get("status") == "failed" for j in MEMBERS)
+        log_text = own.layout.job_log(GROUP_NAME).read_text()
+        assert "the registry adds columns to its output (plan evolve)" in log_text
+        assert "job=gold_user_activity_5m: a table it reads has a new schema" in log_text
+        assert processes.stop_jobs(own, MEMBERS, "test", wait_seconds=60) == []
+        assert processes.LAUNCHED[os.getsid(pid)].wait(timeout=60) == 0
+        assert not any(lease.is_held(own, j) for j in MEMBERS)
+
+    bronze = delta_store.read_table(own.layout.table("bronze/clickstream")).to_pylist()
+    quarantine = delta_store.count_rows(own.layout.table("bronze/clickstream_quarantine"))
+    assert len(bronze) + quarantine == sum(d.lines for d in drops)  # nothing read twice, nothing skipped
+    second = tuple(p.name for p in drops[1].files)
+    assert {r["event_id"] for r in bronze if r["device"]} == {
+        r["event_id"] for r in bronze if r["_source_file"].endswith(second) and r["event_id"] in new_ids}
+    assert {r["event_id"] for r in bronze if r["_rescued"]} == {
+        r["event_id"] for r in bronze if r["event_id"] in rescued_ids}
+    silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
+    assert len(silver) == len({r["event_id"] for r in silver})
+    audit = [a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN) and {a["actor"] for a in audit} == {
+        "job:bronze_clickstream", "job:silver_clickstream"}
