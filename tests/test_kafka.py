@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from include.generator import GeneratorConfig, produce_to_topic
+from include.quality import run_quality
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
@@ -465,6 +466,8 @@ def test_a_new_field_in_kafka_messages_is_rescued_then_evolves_without_reading_t
     bronze = delta_store.read_table(settings.layout.table("bronze/payments")).to_pylist()
     rescued = {r["payment_id"]: json.loads(r["_rescued"]) for r in bronze if r["_rescued"]}
     assert rescued == {f"early-{n}": {"method": "card" if n % 2 else "wallet"} for n in range(40)}
+    [check] = run_quality(settings, registry, ["bronze/payments"]).results  # the check names the new field
+    assert not check.success and json.loads(check.observed_value)["fields"] == {"method": 40}
 
     declared = copy.deepcopy(raw)
     declared["sources"]["payments"]["schema"]["method"] = "string"
@@ -485,3 +488,21 @@ def test_a_new_field_in_kafka_messages_is_rescued_then_evolves_without_reading_t
     assert all(r["_rescued"] is None for p, r in bronze.items() if p.startswith("late-"))
     silver = delta_store.read_table(settings.layout.table("silver/payments")).to_pylist()
     assert sum(r["method"] is not None for r in silver) == 30 and sum(r["_rescued"] is not None for r in silver) == 40
+
+    # the history completed from _rescued by the command, in bronze and silver; the next messages flow on
+    env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(tmp_path / "with_method.yaml")}
+    filled = run_cli(["schema", "backfill", "bronze_payments"], env)
+    assert filled.returncode == 0, filled.stderr[-2000:]
+    assert "bronze/payments method: filled 40 rows" in filled.stdout and "silver/payments method: filled 40 rows" in \
+        filled.stdout, filled.stdout
+    produce_raw(kafka_broker, topic, with_method("later", 5, 10))
+    for job_id in ("bronze_payments", "silver_payments"):
+        run_job(spark, settings, evolved, job_id, AVAILABLE_NOW)
+    assert_every_message_once(settings, kafka_broker, topic)
+    assert messages_read(settings) == read_before + 40
+    for table in ("bronze/payments", "silver/payments"):
+        rows = delta_store.read_table(settings.layout.table(table)).to_pylist()
+        assert {r["payment_id"]: r["method"] for r in rows if r["payment_id"].startswith(("early-", "late-", "later-"))} == {
+            f"{prefix}-{n}": "card" if n % 2 else "wallet" for prefix, count in (("early", 40), ("late", 30),
+                                                                                  ("later", 10)) for n in range(count)}
+        assert not any(r["_rescued"] for r in rows), table
