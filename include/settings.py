@@ -25,6 +25,8 @@
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
 | LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
+| LAKEHOUSE_LOG_MAX_BYTES          | 20000000                        | a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size (include/ops/log_rotation.py) |
+| LAKEHOUSE_LOG_BACKUPS            | 3                               | rotated logs kept per driver log (`.1` newest); the oldest is deleted |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -76,6 +78,8 @@ class Settings:
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
+    log_max_bytes: int = 20_000_000  # a live driver's log is rotated above this size
+    log_backups: int = 3  # rotated logs kept per driver log
     lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
     host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
     s3: S3Config = S3Config()
@@ -183,6 +187,11 @@ def load_settings() -> Settings:
     watch = _env("LAKEHOUSE_LIVE_WATCH_SECONDS", "240")
     if not watch.isdigit():
         raise ValueError(f"LAKEHOUSE_LIVE_WATCH_SECONDS must be a non-negative integer, got {watch!r}")
+    log_max_bytes, log_backups = _env("LAKEHOUSE_LOG_MAX_BYTES", "20000000"), _env("LAKEHOUSE_LOG_BACKUPS", "3")
+    if not log_max_bytes.isdigit() or int(log_max_bytes) < 1024:
+        raise ValueError(f"LAKEHOUSE_LOG_MAX_BYTES must be a whole number of bytes, at least 1024, got {log_max_bytes!r}")
+    if not log_backups.isdigit() or int(log_backups) < 1:
+        raise ValueError(f"LAKEHOUSE_LOG_BACKUPS must be a positive integer, got {log_backups!r}")
     return Settings(
         root=root,
         s3=s3,
@@ -208,6 +217,8 @@ def load_settings() -> Settings:
         kafka_timeout_seconds=int(kafka_timeout),
         live_drivers=int(live_drivers),
         live_watch_seconds=int(watch),
+        log_max_bytes=int(log_max_bytes),
+        log_backups=int(log_backups),
     )
 
 

@@ -23,7 +23,7 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.validate import check_job_files
-from include.ops import batch_ledger, job_requests, lease
+from include.ops import batch_ledger, job_requests, lease, log_rotation
 from include.ops.heartbeats import write_heartbeat
 from include.registry import (
     PROCESSORS,
@@ -305,6 +305,7 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     evolved = None
     while query.isActive:
         held.renew()
+        log_rotation.check_own_log(settings)
         try:
             held.check()
         except lease.LeaseLost:  # self-fencing: stopped before another process may take the lease over

@@ -16,7 +16,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.ops import admission, groups, job_requests, lease, run_outcomes
+from include.ops import admission, groups, job_requests, lease, log_rotation, run_outcomes
 from include.ops.bookkeeping import read_state, update_state
 from include.ops.launch import (
     ExitCode,
@@ -77,12 +77,14 @@ def _launch(settings: Settings, name: str, command: list[str]) -> tuple[subproce
     group)."""
     path = settings.layout.job_log(name)
     path.parent.mkdir(parents=True, exist_ok=True)
+    log_rotation.rotate(path, settings.log_max_bytes, settings.log_backups)
     with path.open("ab") as out:
         offset = out.tell()
         out.write(f"--- {datetime.now(UTC).isoformat(timespec='seconds')} supervisor: {' '.join(command)}\n".encode())
         out.flush()
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env={**os.environ, **job_environment(settings)}, stdin=subprocess.DEVNULL,
+            command, cwd=REPO_ROOT, env={**os.environ, **job_environment(settings),
+                                         log_rotation.LOG_FILE_VARIABLE: str(path)}, stdin=subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     LAUNCHED[process.pid] = process
