@@ -265,6 +265,8 @@ Micro-batches make many small files. Daily (and on demand) this compacts every D
 (`OPTIMIZE`) and removes data files no longer referenced and older than the table's retention (`VACUUM`),
 per the writer's `sink.maintenance` in the registry (default: compact, keep 7 days, Delta's default).
 
+- **Operational tables** (when `tables` is empty): `_ops/query_progress` rows older than
+  `LAKEHOUSE_PROGRESS_RETENTION_DAYS` deleted; every `_ops` table compacted, vacuumed and its commit log cleaned.
 - **Params**: `tables`, the tables to maintain (empty: all of them).
 - **Safe beside running jobs**: appends and VACUUM do not conflict with compaction; a table whose writer is
   running and upserts (MERGE) is not compacted this time (recorded as skipped, with the holder).

@@ -27,6 +27,7 @@
 | LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
 | LAKEHOUSE_LOG_MAX_BYTES          | 20000000                        | a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size (include/ops/log_rotation.py) |
 | LAKEHOUSE_LOG_BACKUPS            | 3                               | rotated logs kept per driver log (`.1` newest); the oldest is deleted |
+| LAKEHOUSE_PROGRESS_RETENTION_DAYS| 7                               | `_ops/query_progress` rows older than this are deleted by the maintenance (include/ops/ops_maintenance.py) |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -80,6 +81,7 @@ class Settings:
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
     log_max_bytes: int = 20_000_000  # a live driver's log is rotated above this size
     log_backups: int = 3  # rotated logs kept per driver log
+    progress_retention_days: int = 7  # _ops/query_progress rows older than this are deleted by the maintenance
     lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
     host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
     s3: S3Config = S3Config()
@@ -192,6 +194,9 @@ def load_settings() -> Settings:
         raise ValueError(f"LAKEHOUSE_LOG_MAX_BYTES must be a whole number of bytes, at least 1024, got {log_max_bytes!r}")
     if not log_backups.isdigit() or int(log_backups) < 1:
         raise ValueError(f"LAKEHOUSE_LOG_BACKUPS must be a positive integer, got {log_backups!r}")
+    retention = _env("LAKEHOUSE_PROGRESS_RETENTION_DAYS", "7")
+    if not retention.isdigit() or int(retention) < 1:
+        raise ValueError(f"LAKEHOUSE_PROGRESS_RETENTION_DAYS must be a positive integer, got {retention!r}")
     return Settings(
         root=root,
         s3=s3,
@@ -219,6 +224,7 @@ def load_settings() -> Settings:
         live_watch_seconds=int(watch),
         log_max_bytes=int(log_max_bytes),
         log_backups=int(log_backups),
+        progress_retention_days=int(retention),
     )
 
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 import uuid
-from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
 from include.ops import lease, maintenance_log
+from include.ops.ops_maintenance import maintain_ops_tables
 from include.registry import Registry
 from include.settings import Settings
 from include.spark_session import session_confs
@@ -35,7 +34,8 @@ LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables: list[str] | None = None,
              run_id: str = "") -> list[dict]:
-    """Compact and vacuum `tables` (default: all); returns the `_ops/maintenance` rows it recorded."""
+    """Compact and vacuum `tables` (default: all, then the operational tables: retention, compaction, vacuum, log
+    cleanup); returns the `_ops/maintenance` rows it recorded."""
     known = registry.tables_written()
     unknown = [t for t in tables or [] if t not in known]
     if unknown:
@@ -45,6 +45,8 @@ def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables
     for table in tables or known:
         rows += _maintain_table(spark, settings, registry, table, run_id)
     maintenance_log.record(settings, rows)
+    if not tables:  # every table: the operational ones too (include/ops/ops_maintenance.py)
+        rows += maintain_ops_tables(settings, run_id)
     return rows
 
 
@@ -53,19 +55,19 @@ def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[
     path = settings.layout.table(table)
     base = {"run_id": run_id, "table": table, "job": ",".join(w.id for w in registry.writers_of(table))}
     if not is_delta_table(path):
-        return [_row(base, op, "skipped", "the table does not exist yet") for op in ("optimize", "vacuum")]
+        return [maintenance_log.row(base, op, "skipped", "the table does not exist yet") for op in ("optimize", "vacuum")]
     spec = writer.sink.maintenance
     rows = []
     if not spec.optimize:
-        rows.append(_row(base, "optimize", "skipped", "sink.maintenance.optimize is false"))
+        rows.append(maintenance_log.row(base, "optimize", "skipped", "sink.maintenance.optimize is false"))
     elif writer.sink.mode == "update" and lease.is_held(settings, writer.id):
         holder = lease.describe_holder(writer.id, lease.read_lease(settings, writer.id))
-        rows.append(_row(base, "optimize", "skipped",
+        rows.append(maintenance_log.row(base, "optimize", "skipped",
                          f"{holder}; it upserts (MERGE) into this table, which compaction would conflict with: "
                          "compacted on a later run"))
     else:
-        rows.append(_timed(base, "optimize", lambda: _optimize(spark, path)))
-    rows.append(_timed(base, "vacuum", lambda: _vacuum(spark, path, spec.vacuum_retention_hours)))
+        rows.append(maintenance_log.timed(base, "optimize", lambda: _optimize(spark, path)))
+    rows.append(maintenance_log.timed(base, "vacuum", lambda: _vacuum(spark, path, spec.vacuum_retention_hours)))
     return rows
 
 
@@ -96,25 +98,6 @@ def _vacuum(spark: SparkSession, path: StoragePath, retention_hours: int) -> dic
     return {"detail": f"retention {retention_hours} hours: deleted {before_files - after_files} unreferenced files",
             "files_before": before_files, "files_after": after_files, "version_before": before,
             "version_after": _version(table)}
-
-
-def _timed(base: dict, operation: str, action) -> dict:
-    started = time.monotonic()
-    try:
-        outcome, fields = "done", action()
-    except Exception as exc:  # one table's failure must not stop the others; it is recorded and reported
-        log.exception("table=%s: %s failed", base["table"], operation)
-        outcome, fields = "failed", {"detail": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
-    row = _row(base, operation, outcome, fields.pop("detail"), **fields)
-    row["duration_ms"] = int((time.monotonic() - started) * 1000)
-    log.info("table=%s %s %s: %s", base["table"], operation, outcome, row["detail"])
-    return row
-
-
-def _row(base: dict, operation: str, outcome: str, detail: str, **fields) -> dict:
-    return {"ran_at": datetime.now(UTC), **base, "operation": operation, "outcome": outcome, "detail": detail,
-            "files_before": None, "files_after": None, "version_before": None, "version_after": None,
-            "duration_ms": 0, **fields}
 
 
 def _version(table) -> int:

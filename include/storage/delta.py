@@ -16,7 +16,7 @@ from pathlib import PurePath
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from include.registry.columns import COLUMN_TYPES
 from include.storage.paths import StoragePath, as_storage
@@ -125,6 +125,9 @@ def batch_check(path: Location, app_id: str, handles: TableHandles | None = None
     return table.transaction_version(app_id), table.version()
 
 
+APPEND_ATTEMPTS = 5
+
+
 def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mapping]) -> None:
     """Append plain rows to an operational table, creating it if needed (no idempotency key); columns the project
     added since the table was made are added to it (its older rows read null there). The table is opened (and its
@@ -142,8 +145,18 @@ def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mappi
         evolve = ensure_table(path, columns, new_columns_at_end=True)
         table = handles.latest(path)
     data = pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(columns))
-    write_deltalake(table, data, mode="append", schema_mode="merge" if evolve else None,
-                    commit_properties=CommitProperties(max_commit_retries=50))
+    for attempt in range(APPEND_ATTEMPTS):
+        try:
+            write_deltalake(table, data, mode="append", schema_mode="merge" if evolve else None,
+                            commit_properties=CommitProperties(max_commit_retries=50))
+            return
+        except CommitFailedError:
+            # delta-rs fails an append when a concurrent commit removed files (the maintenance's retention or
+            # compaction of an operational table): nothing was committed, so write it again on the new version
+            if attempt == APPEND_ATTEMPTS - 1:
+                raise
+            log.info("append to %s met a concurrent removal; written again (attempt %d)", path, attempt + 2)
+            table = handles.latest(path)
 
 
 def read_table(path: Location, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:

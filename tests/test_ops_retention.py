@@ -1,0 +1,73 @@
+"""The operational tables stay small however long the jobs run: old progress rows go, files are compacted and the
+commit log is cleaned, beside a writer that keeps appending (as the live jobs' listeners do)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from include.ops.alerts import ALERTS_TABLE
+from include.ops.maintenance_log import MAINTENANCE_TABLE
+from include.ops.ops_maintenance import maintain_ops_tables
+from include.ops.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE
+from include.storage import delta as delta_store
+
+
+def progress(job: str, at: datetime, batch: int) -> dict:
+    return {**dict.fromkeys(PROGRESS_SCHEMA), "job": job, "batch_id": batch, "progress_time": at, "num_input_rows": 1}
+
+
+def test_maintenance_keeps_recent_progress_compacts_and_cleans_the_log_beside_a_writer(settings):
+    table = settings.layout.ops_table(PROGRESS_TABLE)
+    now = datetime.now(UTC)
+    for batch in range(30):  # a commit per micro-batch, as the listener writes them: 10 from 10 days ago
+        at = now - timedelta(days=10) if batch < 10 else now - timedelta(minutes=30 - batch)
+        delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("gold_user_activity_5m", at, batch)])
+    log_dir = table / "_delta_log"
+    assert not delta_store.table_exists(settings.layout.ops_table(ALERTS_TABLE))  # absent tables are skipped
+
+    stop, appended = threading.Event(), []
+
+    def live_listener() -> None:  # appends while the maintenance runs: nothing conflicts, nothing is lost
+        while not stop.is_set():
+            batch = 100 + len(appended)
+            delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("silver_clickstream", datetime.now(UTC), batch)])
+            appended.append(batch)
+
+    writer = threading.Thread(target=live_listener)
+    writer.start()
+    try:
+        rows = maintain_ops_tables(settings, "m-ops")
+    finally:
+        stop.set()
+        writer.join(60)
+    assert appended
+    done = {r["operation"]: r for r in rows if r["table"] == f"_ops/{PROGRESS_TABLE}"}
+    assert {o: r["outcome"] for o, r in done.items()} == dict.fromkeys(
+        ("retention", "optimize", "vacuum", "log cleanup"), "done"), done
+    assert done["retention"]["detail"].startswith("deleted 10 rows older than 7 days")
+    assert done["optimize"]["files_before"] >= 20 and done["optimize"]["files_after"] == 1
+    assert done["log cleanup"]["files_before"] >= 30  # all younger than a day: every version can still be read
+    first_checkpoint = done["log cleanup"]["version_after"]
+
+    kept = delta_store.read_table(table).to_pylist()
+    assert sorted(r["batch_id"] for r in kept) == list(range(10, 30)) + appended  # recent rows and every append
+    recorded = delta_store.read_table(settings.layout.ops_table(MAINTENANCE_TABLE)).to_pylist()
+    assert {(r["table"], r["operation"]) for r in recorded if r["run_id"] == "m-ops"} >= {
+        (f"_ops/{PROGRESS_TABLE}", o) for o in done}
+    delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("bronze_clickstream", now, 1)])  # writers go on
+    assert delta_store.count_rows(table) == len(kept) + 1
+
+    two_days_ago = time.time() - 2 * 86400
+    for commit in log_dir.iterdir():  # two days on: the commits and the first checkpoint are older than a day
+        os.utime(commit, (two_days_ago, two_days_ago))
+    again = {r["operation"]: r for r in maintain_ops_tables(settings, "m-ops-2")
+             if r["table"] == f"_ops/{PROGRESS_TABLE}"}
+    assert again["retention"]["detail"].startswith("deleted 0 rows") and again["optimize"]["files_after"] <= 1
+    assert again["log cleanup"]["files_after"] < again["log cleanup"]["files_before"]
+    versions = sorted(int(c.name.split(".")[0]) for c in log_dir.iterdir() if c.name.endswith(".json"))
+    assert versions[0] > first_checkpoint  # commits older than a day before the newest checkpoint went
+    assert all(c.stat().st_mtime > two_days_ago + 86400 for c in log_dir.iterdir() if c.name.endswith(".json"))
+    assert delta_store.count_rows(table) == len(kept) + 1
