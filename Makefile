@@ -26,7 +26,7 @@ APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
 # Debian's PostgreSQL server for `lakehouse cluster` (Airflow's metadata database), installed when missing.
 POSTGRES_STAMP := .cache/.postgres
 
-.PHONY: demo test test-unit lint bench airflow cluster clean
+.PHONY: demo test test-unit lint bench soak soak-1h airflow cluster clean
 
 $(STAMP): requirements.txt pyproject.toml include/objectstore/seaweedfs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
@@ -114,6 +114,13 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/dag_parse.py
 	$(PY) bench/micro_batch_cost.py
 	$(PY) bench/s3_vs_local.py
+
+# Endurance (issue 41): the live fleet for hours under faults; a benchmark, not a test (bench/soak.py)
+soak: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
+	$(PY) bench/soak.py --hours 2 --out bench/results/soak.json
+
+soak-1h: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
+	$(PY) bench/soak.py --hours 1 --out bench/results/soak-1h.json
 
 clean:
 	rm -rf lakehouse airflow_home .pytest_cache
