@@ -186,6 +186,7 @@ class Soak:
         self.maintenance.append({"elapsed": begun, "seconds": round(self.elapsed() - begun, 1),
                                  "exit": done.returncode, "failed": [line for line in done.stdout.splitlines()
                                                                      if " failed " in line]})
+        print(f"[{self.elapsed() / 60:6.1f} min] maintenance: {self.maintenance[-1]}", flush=True)
         self.samples.append({**self.sample(), "after_maintenance": True})
 
     def fault(self, kind: str, detail: str, recovery: bool = True) -> None:
@@ -194,17 +195,23 @@ class Soak:
 
     # --- sampling ----------------------------------------------------------------------------------------------
 
-    def healthy_now(self) -> bool:
+    def problems_now(self) -> dict[str, list[str]]:
+        """The live jobs that are not running and healthy, with their problems (none: all well)."""
         from include.ops.health import check_job
 
-        states = [check_job(self.settings, self.registry, j) for j in self.live]
-        return all(h.running and h.healthy for h in states)
+        states = {j: check_job(self.settings, self.registry, j) for j in self.live}
+        return {j: list(h.problems) or ["not running"] for j, h in states.items() if not (h.running and h.healthy)}
+
+    def healthy_now(self) -> bool:
+        return not self.problems_now()
 
     def sample(self) -> dict:
         from include.storage import delta as delta_store
 
         root = Path(str(self.settings.root))
-        processes = [p for p in processes_of(self.settings.root) if p[1] != "broker_jvm"]
+        supervisors = {p.pid for p in self.supervisors.values()}
+        processes = [(pid, "supervisor" if pid in supervisors else kind, resident)
+                     for pid, kind, resident in processes_of(self.settings.root) if kind != "broker_jvm"]
         by_kind: dict[str, int] = {}
         for _, kind, resident in processes:
             by_kind[kind] = by_kind.get(kind, 0) + resident
@@ -227,7 +234,8 @@ class Soak:
             "state": self.state_by_job(),
             "latency_seconds": self.latency(),
             "backlog_rows": self.landed["lines"] + self.landed["messages"] - self.bronze_rows(),
-            "healthy": self.healthy_now(),
+            "problems": (problems := self.problems_now()),
+            "healthy": not problems,
         }
 
     def bronze_rows(self) -> int:
@@ -306,11 +314,15 @@ class Soak:
                     _, action = schedule.pop(0)
                     threading.Thread(target=action, daemon=True).start()
                 if now >= next_sample:
-                    self.samples.append(self.sample())
-                    s = self.samples[-1]
-                    print(f"[{now / 60:6.1f} min] healthy={s['healthy']} backlog={s['backlog_rows']} "
-                          f"latency={s['latency_seconds']} resident={s['resident_mb_by_kind']}", flush=True)
                     next_sample += self.args.sample_seconds
+                    try:
+                        self.samples.append(self.sample())
+                    except Exception as exc:  # a sample lost to a race with the jobs must not end hours of run
+                        print(f"[{now / 60:6.1f} min] sample failed: {exc!r}", flush=True)
+                        continue
+                    s = self.samples[-1]
+                    print(f"[{now / 60:6.1f} min] problems={s['problems']} backlog={s['backlog_rows']} "
+                          f"latency={s['latency_seconds']} resident={s['resident_mb_by_kind']}", flush=True)
                 self.health.append((round(now, 1), self.healthy_now()))
                 time.sleep(10)
             self.stop.set()
@@ -335,13 +347,17 @@ class Soak:
         """After the data stopped: wait (supervising) until bronze has every line and message and nothing moves."""
         deadline = time.monotonic() + 600
         last = None
+        rounds = 0
         while time.monotonic() < deadline:
-            self.supervise_round(10_000)
+            self.supervise_round(10_000 + rounds)
+            rounds += 1
             state = (self.bronze_rows(), self.latency().get("gold"))
             if state[0] == self.landed["lines"] + self.landed["messages"] and state == last:
                 return True
             last = state
-            time.sleep(60)
+            for _ in range(6):  # the health timeline goes on: a fault near the end has its recovery measured
+                self.health.append((round(self.elapsed(), 1), self.healthy_now()))
+                time.sleep(10)
         return False
 
     # --- verdicts ----------------------------------------------------------------------------------------------
@@ -473,9 +489,23 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _sizes(path: Path, keep=lambda p: True) -> list[int]:
+    """The sizes of the files under `path` (files that go while it is read, a checkpoint's temporaries, are left out)."""
+    sizes = []
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            file = Path(dirpath) / name
+            if keep(file):
+                try:
+                    sizes.append(file.stat().st_size)
+                except FileNotFoundError:
+                    continue
+    return sizes
+
+
 def _tree(path: Path) -> dict:
-    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
-    return {"files": len(files), "mb": round(sum(p.stat().st_size for p in files) / 2**20, 2)}
+    sizes = _sizes(path)
+    return {"files": len(sizes), "mb": round(sum(sizes) / 2**20, 2)}
 
 
 def _table_files(path: Path) -> dict:
@@ -483,15 +513,15 @@ def _table_files(path: Path) -> dict:
     from deltalake import DeltaTable
 
     log = path / "_delta_log"
-    checkpoints = sorted(log.glob("*.checkpoint*.parquet"), key=lambda p: p.stat().st_mtime)
+    checkpoints = sorted(p.stat().st_mtime for p in log.glob("*.checkpoint*.parquet") if p.exists())
     try:
         snapshot = len(DeltaTable(str(path)).file_uris())
     except Exception:  # a table mid-commit or with a feature delta-rs does not read: counted as unknown
         snapshot = -1
     tree = _tree(path)
-    return {"data_files": sum(1 for p in path.rglob("*.parquet") if "_delta_log" not in p.parts),
+    return {"data_files": len(_sizes(path, lambda p: p.suffix == ".parquet" and "_delta_log" not in p.parts)),
             "snapshot_files": snapshot, "mb": tree["mb"], "log_commits": sum(1 for _ in log.glob("*.json")),
-            "log_checkpoint_age_s": round(time.time() - checkpoints[-1].stat().st_mtime) if checkpoints else None}
+            "log_checkpoint_age_s": round(time.time() - checkpoints[-1]) if checkpoints else None}
 
 
 def _rows(sample: dict) -> int:
