@@ -53,6 +53,7 @@ ROUND_HOURS = 2  # of event time per tick: rounds never share a window, a sessio
 SUPERVISE_EVERY_SECONDS = 300  # lakehouse_live's schedule
 RECOVERY_SECONDS = 180  # a fault's goal: every job healthy again within this
 REPARTITIONED = "gold_user_activity_5m"
+PAIRED = ("clickstream", "payments")  # generated from one configuration per round
 
 
 class Soak:
@@ -105,8 +106,11 @@ class Soak:
             start = DEFAULT_START + timedelta(hours=ROUND_HOURS * number)
             files = {}
             for index, source in enumerate(sources.values()):
-                config = GeneratorConfig(events=per_source, seed=100_000 * number + index, files=1, start=start,
-                                         users=50, late_fraction=0.0)
+                # the payments are those of the round's clickstream purchases (the generator derives them from the
+                # clickstream of the same configuration): the join has pairs to make
+                seed = 100_000 * number + (0 if source.name in PAIRED else index + 1)
+                config = GeneratorConfig(events=per_source, seed=seed, files=1, start=start, users=50,
+                                         late_fraction=0.0)
                 try:
                     result = generate_into(self.settings, source, config)
                 except Exception as exc:  # the broker stopped on purpose: these messages are sent next tick
