@@ -470,3 +470,23 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     audit = [a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"]
     assert sorted(a["job"] for a in audit) == sorted(CHAIN) and {a["actor"] for a in audit} == {
         "job:bronze_clickstream", "job:silver_clickstream"}
+
+
+@pytest.mark.spark
+def test_the_rescued_fields_check_counts_per_field_with_either_engine(spark, settings, registry):
+    """The field counts are over every validated row (not a sample), the same with pandas and with Spark."""
+    bronze = registry.job("bronze_clickstream")
+    table = settings.layout.table(bronze.sink.table)
+    rescued = [None] * 30 + ['{"device": "tablet"}'] * 25 + ['{"os": "ios", "device": {"kind": "phone"}}'] * 7
+    delta_store.append_rows(table, bronze.output_schema, [{"event_id": f"e{i}", "_rescued": r}
+                                                          for i, r in enumerate(rescued)])
+    seen = {}
+    for engine, threshold in (("pandas", 10**9), ("spark", 0)):
+        report = run_quality(replace(settings, dq_spark_threshold_rows=threshold), registry, ["bronze/clickstream"],
+                             full=True)
+        [check] = report.results
+        seen[engine] = json.loads(check.observed_value)
+        assert check.engine == engine and not check.success and not report.blocking_failures
+    for observed in seen.values():
+        assert observed["rows_with_rescued_fields"] == observed["unexpected_count"] == 32
+        assert observed["fields"] == {"device": 32, "os": 7}
