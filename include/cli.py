@@ -61,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("summary", help="rows per table, state rows, quarantined lines")
 
-    quality = sub.add_parser("quality", help="Great Expectations checks of the gold tables")
+    quality = sub.add_parser("quality", help="Great Expectations checks of the gold tables (and bronze's rescued fields)")
     quality_sub = quality.add_subparsers(dest="quality_command", required=True)
-    quality_run = quality_sub.add_parser("run", help="validate (new versions of) the gold tables")
+    quality_run = quality_sub.add_parser("run", help="validate (new versions of) the tables with a suite")
     quality_run.add_argument("tables", nargs="*", help="tables such as gold/user_activity_5m (default: all)")
     quality_run.add_argument("--full", action="store_true", help="validate every row, not only new versions")
 
