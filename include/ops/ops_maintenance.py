@@ -29,10 +29,10 @@ from include.ops.batch_ledger import LEDGER_TABLE
 from include.ops.checkpoint_audit import AUDIT_TABLE
 from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.ops.query_progress import PROGRESS_TABLE
+from include.quality.results import RESULTS_TABLE
 from include.settings import Settings
 from include.storage import delta as delta_store
 
-RESULTS_TABLE = "dq_results"  # include/quality/results.py (not imported: that module needs pandas)
 OPS_TABLES = (PROGRESS_TABLE, LEDGER_TABLE, ALERTS_TABLE, AUDIT_TABLE, MAINTENANCE_TABLE, RESULTS_TABLE)
 RETAINED = {PROGRESS_TABLE: "progress_time"}  # tables whose old rows go, by this time column
 VACUUM_HOURS = 24
