@@ -45,11 +45,16 @@ def holders(settings, members=MEMBERS) -> dict[str, int | None]:
 
 
 @contextmanager
-def drivers_launched_here():
-    """Kill and reap, at the end, the drivers the test's supervisor calls launched."""
+def drivers_launched_here(settings=None):
+    """Kill and reap, at the end, the drivers the test's supervisor calls launched; when the test fails, print the
+    end of their logs under `settings` (pytest shows it with the failure)."""
     before = set(processes.LAUNCHED)
     try:
         yield
+    except BaseException:
+        if settings is not None:
+            print_driver_logs(settings)
+        raise
     finally:
         for pid, process in list(processes.LAUNCHED.items()):
             if pid not in before:
@@ -57,6 +62,13 @@ def drivers_launched_here():
                     processes.signal_group(pid, signal.SIGKILL)
                 process.wait(timeout=60)
                 del processes.LAUNCHED[pid]
+
+
+def print_driver_logs(settings, lines: int = 150) -> None:
+    """The last `lines` lines of each driver log (Java stack frames left out)."""
+    for path in sorted(settings.layout.job_log("any").parent.glob("*.log")):
+        text = [line for line in path.read_text(errors="replace").splitlines() if not line.startswith("\tat ")]
+        print(f"--- the end of {path} ---", *text[-lines:], sep="\n")
 
 
 def test_the_registry_names_groups_and_refuses_bad_ones(tmp_path):

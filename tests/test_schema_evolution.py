@@ -427,7 +427,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     own = replace(settings, registry_path=path)
     drops = [generate(own, events=400, seed=61, files=2, late_fraction=0.0)]
     rescued_ids = add_device(drops[0].files)
-    with drivers_launched_here():
+    with drivers_launched_here(own):
         pid = processes.start_job(own, registry, "bronze_clickstream")  # the group's driver starts all three
         wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, pid), 180, "the group's jobs in one driver")
         wait_for(lambda: landed(own) == drops[0].lines, 180, "the first drop in bronze")

@@ -70,8 +70,14 @@ def ensure_table(path: Location, columns: Mapping[str, str], partition_by: Seque
     uri, options = location(path)
     if not options:  # a local table: delta-rs wants its directory
         os.makedirs(uri, exist_ok=True)
-    DeltaTable.create(uri, schema, mode="ignore", partition_by=list(partition_by) or None,
-                      storage_options=options or None)
+    try:
+        DeltaTable.create(uri, schema, mode="ignore", partition_by=list(partition_by) or None,
+                          storage_options=options or None)
+    except CommitFailedError:
+        # another writer made it meanwhile (two queries of one driver on their first batch): theirs is checked
+        if not table_exists(path):
+            raise
+        return ensure_table(path, columns, partition_by, new_columns_at_end)
     log.info("created Delta table %s", path)
     return False
 
