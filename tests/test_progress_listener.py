@@ -78,6 +78,9 @@ def test_events_from_json_carry_what_pysparks_listener_sees(spark, tmp_path):
         assert all(abs(row[k] - expected[k]) <= 0.05 for k in rates), (row, expected)
     assert sum(p.numInputRows for p in ours.progress) == 40
     assert max(p.stateOperators[0].numRowsTotal for p in ours.progress) > 0
+    # the state store's commit, per operator (what bench/state_commit_modes.py compares)
+    [operator] = json.loads(progress_row(ours.progress[-1])["state_operators"])
+    assert operator["commitTimeMs"] >= 0 and "rocksdbCommitCheckpointLatency" in operator["rocksdb"], operator
 
 
 def test_a_rate_spark_leaves_out_of_the_json_decodes_as_nan(spark, tmp_path):

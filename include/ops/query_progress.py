@@ -57,7 +57,11 @@ def progress_row(progress, trigger: str | None = None, previous_start: str | Non
     The input rate of a run on its upstream's commits is its rows over the time since its previous batch started
     (`previous_start`, Spark's timestamp of it; 0 for a run's first batch): Spark's divides them by the time since
     its last trigger, which there is the second-long poll before the batch."""
-    operators = [{m: getattr(op, m) for m in STATE_METRICS} | {"operator": op.operatorName} for op in progress.stateOperators]
+    operators = [{m: getattr(op, m) for m in STATE_METRICS} | {
+        "operator": op.operatorName, "commitTimeMs": op.commitTimeMs,
+        # what the state store's commit did (RocksDB: flush, checkpoint, files and bytes copied to the checkpoint)
+        "rocksdb": {k: v for k, v in sorted((op.customMetrics or {}).items()) if k.startswith("rocksdb")},
+    } for op in progress.stateOperators]
     durations = progress.durationMs or {}
     total = {m: sum(op[m] for op in operators) for m in STATE_METRICS}
     return {
