@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import UTC, datetime
 
 from include import checkpoints
@@ -28,6 +29,7 @@ INPUT_GAINED = "LAKEHOUSE_INPUT_GAINED_COLUMNS"  # ours: see check_input_columns
 SCHEMA_CHANGE_ERRORS = ("DELTA_SCHEMA_CHANGED", "DELTA_STREAMING_SCHEMA_MISMATCH_ON_RESTART", INPUT_GAINED)
 ROW_CHANGE_ERROR = "DELTA_SOURCE_TABLE_IGNORE_CHANGES"  # a commit of a table it reads changed rows: a backfill?
 SCHEMA_RESTARTS = 3  # restarts in a row without a committed batch before the change counts as incompatible
+UNPLANNED_RETRY_SECONDS = 5.0  # a registry change seen before the run's first batch: judged again this often
 
 
 class SourceSchemaChanged(RuntimeError):
@@ -78,6 +80,7 @@ class RegistryWatch:
         # None: the first poll reads the file, which may have changed before this run (a query restarted for its
         # source's new schema keeps the registry it had: an evolve written meanwhile must not be missed)
         self.seen: tuple[float, int] | None = None
+        self.retry_at = 0.0
 
     def _stamp(self) -> tuple[float, int] | None:
         try:
@@ -89,7 +92,7 @@ class RegistryWatch:
     def evolved(self) -> Registry | None:
         """The changed registry when it gives the job an `evolve` plan, else None."""
         stamp = self._stamp()
-        if stamp == self.seen or stamp is None:
+        if stamp == self.seen or stamp is None or time.monotonic() < self.retry_at:
             return None
         self.seen = stamp
         try:
@@ -101,9 +104,14 @@ class RegistryWatch:
             return None
         if fingerprint(job, registry) == fingerprint(self.job, self.registry):
             return None
-        plan = plan_job(job, registry, self.settings.layout.checkpoint(job.id), settings=self.settings)
+        checkpoint = self.settings.layout.checkpoint(job.id)
+        plan = plan_job(job, registry, checkpoint, settings=self.settings)
         if plan.mode == "evolve":
             return registry
+        if not (checkpoint / "offsets").is_dir():
+            # the query has planned no batch yet (its plan reads `resume` whatever changed): judged again once it has
+            self.seen, self.retry_at = None, time.monotonic() + UNPLANNED_RETRY_SECONDS
+            return None
         if plan.mode == "resume":  # nothing its checkpoint depends on (e.g. a description, or another job's change)
             return None
         log.warning("job=%s: the registry changed what its checkpoint depends on (plan %s); the run goes on with "

@@ -317,6 +317,32 @@ def test_a_live_run_sees_a_registry_that_evolves_its_job_and_nothing_else(settin
     assert evolved is not None and "device" in evolved.job("silver_clickstream").output_schema
 
 
+def test_a_registry_change_seen_before_the_first_batch_is_judged_again_once_there_is_one(settings, raw, tmp_path,
+                                                                                           monkeypatch):
+    """A run whose query has planned no batch yet has a checkpoint without offsets, where every plan reads `resume`:
+    the watch looks again (every few seconds) until the query has one, and then sees the `evolve`."""
+    import yaml
+
+    from spark_jobs import evolution
+
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    live = replace(settings, registry_path=path)
+    registry = build_registry(raw)
+    checkpoint = recorded_checkpoint(live, registry, "silver_clickstream")
+    (checkpoint / "offsets" / "0").unlink()
+    (checkpoint / "offsets").rmdir()  # as a query leaves it before its first batch
+    watch = evolution.RegistryWatch(live, registry.job("silver_clickstream"), registry)
+    assert watch.evolved() is None
+    path.write_text(yaml.safe_dump(with_field(raw), sort_keys=False))
+    assert watch.evolved() is None  # no batch yet
+    (checkpoint / "offsets").mkdir()
+    assert watch.evolved() is None  # not before its retry time
+    monkeypatch.setattr(watch, "retry_at", 0.0)
+    evolved = watch.evolved()
+    assert evolved is not None and "device" in evolved.job("silver_clickstream").output_schema
+
+
 @pytest.mark.spark
 def test_a_renamed_column_is_rebuilt_by_full_refresh_with_the_new_schema(spark, settings, raw):
     """A rename is not `evolve`: the start refuses with the plan; the full refresh replaces the tables' schema (one
