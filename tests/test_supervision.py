@@ -296,6 +296,7 @@ def progress_rows(job_id: str, count: int, **overrides) -> list[dict]:
     # no input, no watermark expectations; a stateless job has no watermark to watch
     ("silver_clickstream", {"watermark": None, "num_input_rows": 0}, []),
     ("bronze_clickstream", {"watermark": None}, []),
+    ("gold_user_running_totals", {"watermark": None}, []),  # totals over all time: no watermark (found by the soak)
 ])
 def test_health_problems_from_query_progress(settings, registry, job_id, overrides, expected):
     window = registry.job(job_id).supervision.health_window_batches

@@ -73,7 +73,7 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
     batch in the window left out: it carries its driver's warm-up and backlog);
     falling_behind: mean input rate above mean processing rate over batches with input;
     state_growing: state rows strictly increasing with none removed (full window);
-    watermark_stuck: input but no watermark advance (full window, stateful transforms only);
+    watermark_stuck: input but no watermark advance (full window, stateful transforms with a watermark only);
     dropped_by_watermark: rows dropped by the watermark above `supervision.health.max_dropped_fraction` of the
     input rows;
     state_memory_high: the last batch's state memory above `state_memory_fraction` of the executor memory;
@@ -117,8 +117,9 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
         removed = sum(b["state_rows_removed"] or 0 for b in batches)
         if removed == 0 and all(a < b for a, b in zip(totals, totals[1:], strict=False)):
             problems.append("state_growing")
-    if full and job.stateful:
+    if full and job.stateful and any(s.watermark_seconds is not None for s in job.sources):
         # Input in a batch moves the watermark of a later batch, so the last batch's input does not count.
+        # (A job without a watermark, e.g. running totals over all time, has none to advance.)
         fed = any(b["num_input_rows"] for b in batches[:-1])
         first, last = batches[0]["watermark"], batches[-1]["watermark"]
         if fed and (last is None or (first is not None and last <= first)):
