@@ -79,7 +79,7 @@ class Soak:
         self.stop = threading.Event()
         self.started = 0.0
         self.samples: list[dict] = []
-        self.health: list[tuple[float, bool]] = []  # (elapsed, every live job running and healthy)
+        self.health: list[tuple[float, dict]] = []  # (elapsed, the live jobs not running and healthy: their problems)
         self.faults: list[dict] = []
         self.maintenance: list[dict] = []
         self.rounds: list[dict] = []  # per tick: elapsed, max event time, files per landing source
@@ -154,10 +154,11 @@ class Soak:
 
     def stop_broker(self) -> None:
         broker.down(self.settings)
-        self.fault("broker stopped", "for 2 minutes")
+        stopped = self.elapsed()
+        self.fault("broker stopped", "for 2 minutes", recovery=False)
         self.stop.wait(120)
         broker.up(self.settings, self.bootstrap)
-        self.fault("broker started", "again", recovery=False)
+        self.fault("broker back", "after 2 minutes down", since=stopped)  # recovery counts from here
 
     def repartition(self) -> None:
         from include.airflow import tasks
@@ -193,8 +194,10 @@ class Soak:
         print(f"[{self.elapsed() / 60:6.1f} min] maintenance: {self.maintenance[-1]}", flush=True)
         self.samples.append({**self.sample(), "after_maintenance": True})
 
-    def fault(self, kind: str, detail: str, recovery: bool = True) -> None:
-        self.faults.append({"elapsed": self.elapsed(), "kind": kind, "detail": detail, "recovery": recovery})
+    def fault(self, kind: str, detail: str, recovery: bool = True, since: float | None = None) -> None:
+        """A fault now (`since`: the moment it began, when that was earlier: the state to return to is that before)."""
+        self.faults.append({"elapsed": self.elapsed(), "kind": kind, "detail": detail, "recovery": recovery,
+                            "since": self.elapsed() if since is None else since})
         print(f"[{self.elapsed() / 60:6.1f} min] fault: {kind}: {detail}", flush=True)
 
     # --- sampling ----------------------------------------------------------------------------------------------
@@ -206,8 +209,6 @@ class Soak:
         states = {j: check_job(self.settings, self.registry, j) for j in self.live}
         return {j: list(h.problems) or ["not running"] for j, h in states.items() if not (h.running and h.healthy)}
 
-    def healthy_now(self) -> bool:
-        return not self.problems_now()
 
     def sample(self) -> dict:
         from include.storage import delta as delta_store
@@ -327,7 +328,7 @@ class Soak:
                     s = self.samples[-1]
                     print(f"[{now / 60:6.1f} min] problems={s['problems']} backlog={s['backlog_rows']} "
                           f"latency={s['latency_seconds']} resident={s['resident_mb_by_kind']}", flush=True)
-                self.health.append((round(now, 1), self.healthy_now()))
+                self.health.append((round(now, 1), self.problems_now()))
                 time.sleep(10)
             self.stop.set()
             feeder.join(timeout=120)
@@ -360,7 +361,7 @@ class Soak:
                 return True
             last = state
             for _ in range(6):  # the health timeline goes on: a fault near the end has its recovery measured
-                self.health.append((round(self.elapsed(), 1), self.healthy_now()))
+                self.health.append((round(self.elapsed(), 1), self.problems_now()))
                 time.sleep(10)
         return False
 
@@ -418,11 +419,17 @@ class Soak:
         for name, (ok, detail) in checks.items():
             goals.append((ok, f"no row lost or duplicated: {name} ({detail})"))
         for fault in (f for f in self.faults if f["recovery"]):
-            back = next((t for t, ok in self.health if t > fault["elapsed"] and ok), None)
-            took = None if back is None else round(back - fault["elapsed"])
+            took, before = recovery(self.health, fault["elapsed"], fault["since"])
+            state = "every job healthy" if not before else f"back to its state before the fault: {_pairs(before)}"
             goals.append((took is not None and took <= RECOVERY_SECONDS,
                           f"recovered by itself within {RECOVERY_SECONDS} s of {fault['kind']} at "
-                          f"{fault['elapsed'] / 60:.1f} min: {'never' if took is None else f'{took} s'}"))
+                          f"{fault['elapsed'] / 60:.1f} min: {'never' if took is None else f'{took} s'} ({state})"))
+        between = [p for t, p in self.health if not any(f["since"] <= t <= f["elapsed"] + RECOVERY_SECONDS
+                                                         for f in self.faults)]
+        healthy = sum(1 for problems in between if not problems)
+        goals.append((healthy == len(between), f"every live job healthy between faults: in {healthy} of "
+                                                f"{len(between)} looks; problems seen: "
+                                                f"{_pairs(set().union(*(_pair_set(p) for p in between)))}"))
         reference, last = self.windows()
         for kind in sorted({k for s in self.samples for k in s["resident_mb_by_kind"]}):
             early = _mean([s["resident_mb_by_kind"].get(kind, 0) for s in reference])
@@ -469,6 +476,24 @@ class Soak:
     def latency_p95(self, start: float, end: float) -> float | None:
         return _p95([s["latency_seconds"]["gold"] for s in self.samples
                      if start <= s["elapsed"] <= end and "gold" in s["latency_seconds"]])
+
+
+def _pair_set(problems: dict[str, list[str]]) -> set[tuple[str, str]]:
+    return {(job, problem) for job, found in problems.items() for problem in found}
+
+
+def _pairs(pairs: set[tuple[str, str]]) -> str:
+    return ", ".join(f"{job} {problem}" for job, problem in sorted(pairs)) or "none"
+
+
+def recovery(health: list[tuple[float, dict]], at: float, since: float) -> tuple[float | None, set[tuple[str, str]]]:
+    """Seconds from a fault at `at` (begun at `since`) until every live job runs again with no problem it did not
+    have just before the fault began (None: never), and those earlier problems (a job behind on its batches before a
+    driver is killed is not made healthy by the restart; it must not be made worse)."""
+    before = next((_pair_set(p) for t, p in reversed(health) if t <= since), set())
+    before = {pair for pair in before if pair[1] not in ("not running", "stalled")}
+    back = next((t for t, p in health if t > at and _pair_set(p) <= before), None)
+    return (None if back is None else round(back - at)), before
 
 
 def _elapsed_of(row: dict, soak: Soak) -> float:
