@@ -424,8 +424,8 @@ class Soak:
             goals.append((took is not None and took <= RECOVERY_SECONDS,
                           f"recovered by itself within {RECOVERY_SECONDS} s of {fault['kind']} at "
                           f"{fault['elapsed'] / 60:.1f} min: {'never' if took is None else f'{took} s'} ({state})"))
-        between = [p for t, p in self.health if not any(f["since"] <= t <= f["elapsed"] + RECOVERY_SECONDS
-                                                         for f in self.faults)]
+        between = [p for t, p in self.health if t > RECOVERY_SECONDS  # after the start, outside faults' recoveries
+                   and not any(f["since"] <= t <= f["elapsed"] + RECOVERY_SECONDS for f in self.faults)]
         healthy = sum(1 for problems in between if not problems)
         goals.append((healthy == len(between), f"every live job healthy between faults: in {healthy} of "
                                                 f"{len(between)} looks; problems seen: "
