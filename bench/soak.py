@@ -85,6 +85,7 @@ class Soak:
         self.rounds: list[dict] = []  # per tick: elapsed, max event time, files per landing source
         self.landed = {"files": {}, "lines": 0, "messages": 0}
         self.supervisors: dict[str, subprocess.Popen] = {}
+        self.cpu = CpuMeter()
 
     # --- the clock ---------------------------------------------------------------------------------------------
 
@@ -215,8 +216,9 @@ class Soak:
 
         root = Path(str(self.settings.root))
         supervisors = {p.pid for p in self.supervisors.values()}
+        every = processes_of(self.settings.root)
         processes = [(pid, "supervisor" if pid in supervisors else kind, resident)
-                     for pid, kind, resident in processes_of(self.settings.root) if kind != "broker_jvm"]
+                     for pid, kind, resident in every if kind != "broker_jvm"]
         by_kind: dict[str, int] = {}
         for _, kind, resident in processes:
             by_kind[kind] = by_kind.get(kind, 0) + resident
@@ -231,6 +233,8 @@ class Soak:
             "elapsed": round(self.elapsed(), 1),
             "resident_mb_by_kind": {k: round(v / 2**20) for k, v in sorted(by_kind.items())},
             "driver_jvms_mb": sorted(round(r / 2**20) for _, k, r in processes if k == "driver_jvm"),
+            "cpu_seconds_by_role": self.cpu.read(every),  # since the last sample (the broker's too)
+            "load_average": os.getloadavg()[0],
             "tables": tables, "ops_tables": ops,
             "checkpoints": {p.name: _tree(p) for p in (root / "_checkpoints").iterdir() if p.is_dir()}
             if (root / "_checkpoints").is_dir() else {},
@@ -508,6 +512,65 @@ def _p95(values: list[float]) -> float | None:
 
 def _mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else 0.0
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds used: user + system) of a process; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def role_of(pid: int, kind: str) -> str:
+    """What a lakehouse process works for: the group or job its driver runs (found on it or an ancestor's command
+    line), the maintenance, a checkpoint action, a supervise round; with its kind (driver_jvm, python_worker...)."""
+    current = pid
+    for _ in range(6):
+        try:
+            argv = [a.decode(errors="replace") for a in Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            break
+        if "--group" in argv[:-1]:
+            return f"group {argv[argv.index('--group') + 1]}/{kind}"
+        for marker in ("maintain", "checkpoint", "supervise"):
+            if any(marker in a for a in argv[1:4]):
+                return f"{marker}/{kind}"
+        if "--trigger" in argv and argv.index("--trigger") > 0:
+            return f"job {argv[argv.index('--trigger') - 1]}/{kind}"
+        parent = _stat(current)
+        if parent is None or parent[0] <= 1:
+            break
+        current = parent[0]
+    return f"other/{kind}"
+
+
+class CpuMeter:
+    """CPU seconds used per process role between two readings (what a process used before it ended since the
+    last reading is not counted: at most one interval of a short-lived process)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self.own = sum(os.times()[:2])
+
+    def read(self, processes: list[tuple[int, str, int]]) -> dict[str, float]:
+        used: dict[str, float] = {}
+        current: dict[int, float] = {}
+        for pid, kind, _ in processes:
+            stat = _stat(pid)
+            if stat is None:
+                continue
+            current[pid] = stat[1]
+            role = role_of(pid, kind)
+            used[role] = used.get(role, 0.0) + stat[1] - self.seen.get(pid, 0.0)
+        own = sum(os.times()[:2])
+        used["soak (sampling, feeding)"] = own - self.own
+        self.own, self.seen = own, current
+        return {role: round(seconds, 1) for role, seconds in sorted(used.items())}
 
 
 def _alive(pid: int) -> bool:
