@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from include.ops import lease, maintenance_log
 from include.ops.ops_maintenance import maintain_ops_tables
 from include.registry import Registry
+from include.registry.vocabulary import AUTO_COMPACT
 from include.settings import Settings
 from include.spark_session import session_confs
 from include.storage.paths import StoragePath
@@ -62,9 +63,11 @@ def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[
         rows.append(maintenance_log.row(base, "optimize", "skipped", "sink.maintenance.optimize is false"))
     elif writer.sink.mode == "update" and lease.is_held(settings, writer.id):
         holder = lease.describe_holder(writer.id, lease.read_lease(settings, writer.id))
+        by_writer = writer.sink.properties.get(AUTO_COMPACT) == "true"
         rows.append(maintenance_log.row(base, "optimize", "skipped",
                          f"{holder}; it upserts (MERGE) into this table, which compaction would conflict with: "
-                         "compacted on a later run"))
+                         + ("the writer compacts it as it commits (delta.autoOptimize.autoCompact)" if by_writer
+                            else "compacted on a later run")))
     else:
         rows.append(maintenance_log.timed(base, "optimize", lambda: _optimize(spark, path)))
     rows.append(maintenance_log.timed(base, "vacuum", lambda: _vacuum(spark, path, spec.vacuum_retention_hours)))

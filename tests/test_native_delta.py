@@ -17,7 +17,8 @@ from include.generator import DEFAULT_START
 from include.ops import lease
 from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
-from include.spark_session import CHECKPOINT_INTERVAL
+from include.registry.vocabulary import AUTO_COMPACT
+from include.spark_session import CHECKPOINT_INTERVAL, session_confs
 from include.storage import delta as delta_store
 from spark_jobs.batch_writer import append_batch, make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables, ensure_table
@@ -110,6 +111,35 @@ def test_a_replayed_batch_writes_nothing_in_either_table_nor_merges_twice(spark,
     rows = delta_store.read_table(settings.layout.table("gold/user_activity_1h")).to_pylist()
     assert [(r["user_id"], r["event_count"]) for r in rows] == [("u1", 3)]
     assert commit_info(settings, "gold/user_activity_1h", 2)["operation"] == "MERGE"
+
+
+def test_an_upserted_table_is_compacted_by_its_writer_as_it_merges(spark, settings, registry):
+    """The maintenance cannot compact an update-mode table while its writer runs (MERGE and OPTIMIZE conflict): the
+    registry gives such sinks Delta's auto compaction, so the writer compacts its own small files after a commit."""
+    hourly = registry.job("gold_user_activity_1h")
+    assert hourly.sink.properties[AUTO_COMPACT] == "true"
+    ensure_job_tables(spark, settings, registry, hourly)
+    checkpoint = settings.layout.checkpoint(hourly.id)
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": "query-of-hourly"}))
+    path = settings.layout.table("gold/user_activity_1h")
+    assert DeltaTable(str(path)).metadata().configuration[AUTO_COMPACT] == "true"
+    upsert = make_batch_writer(settings, hourly)
+    with session_confs(spark, {"spark.databricks.delta.autoCompact.minNumFiles": "4"}):  # Delta's default: 50
+        for batch in range(9):  # a new window each batch: a new file each MERGE
+            upsert(spark.sql(f"SELECT timestamp'2026-01-01 00:00:00' + INTERVAL {batch} HOURS AS window_start, "
+                             f"timestamp'2026-01-01 01:00:00' + INTERVAL {batch} HOURS AS window_end, 'u1' AS user_id, "
+                             f"{batch}L AS event_count, 1.0D AS total_value"), batch)
+        upsert(spark.sql("SELECT timestamp'2026-01-01 00:00:00' AS window_start, timestamp'2026-01-01 01:00:00' AS "
+                         "window_end, 'u1' AS user_id, 99L AS event_count, 1.0D AS total_value"), 8)  # a replay
+    history = DeltaTable(str(path)).history()
+    assert [h["operation"] for h in history].count("MERGE") == 9
+    assert "OPTIMIZE" in [h["operation"] for h in history]  # the writer's own compactions
+    assert len(DeltaTable(str(path)).file_uris()) < 4
+    rows = delta_store.read_table(path).to_pylist()
+    assert sorted(r["event_count"] for r in rows) == list(range(9))  # nothing lost, the replay merged nothing
+    app_id = f"{hourly.id}:query-of-hourly"
+    assert delta_store.committed_batch(path, app_id) == 8
 
 
 def test_a_batch_append_records_its_transaction_and_keeps_deltas_write_checks(spark, tmp_path):
@@ -205,6 +235,7 @@ def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spar
     assert vacuumed["outcome"] == "done" and vacuumed["files_after"] == 1 < vacuumed["files_before"]
     busy = outcome[("gold/user_activity_1h", "optimize")]
     assert busy["outcome"] == "skipped" and "gold_user_activity_1h" in busy["detail"] and "MERGE" in busy["detail"]
+    assert "the writer compacts it as it commits" in busy["detail"]
     assert outcome[("gold/user_activity_1h", "vacuum")]["outcome"] == "done"
     assert delta_store.count_rows(bronze) == rows_before  # delta-rs reads the compacted table
     recorded = delta_store.read_table(settings.layout.ops_table(MAINTENANCE_TABLE)).to_pylist()

@@ -326,10 +326,14 @@ def test_partial_window_and_replayed_batches(settings, registry):
     # Batch 2 replayed after a crash: two records, the later one counts.
     replay = progress_rows(job.id, 1, batch_id=2, batch_duration_ms=60_000,
                            progress_time=datetime(2026, 1, 2, tzinfo=UTC))
-    delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA, progress_rows(job.id, 3) + replay)
+    # beside them: an earlier query of the job (a new checkpoint) and another job, both further on
+    others = progress_rows(job.id, 40, query_id="q0") + progress_rows("gold_user_sessions", 40)
+    delta_store.append_rows(settings.layout.ops_table("query_progress"), PROGRESS_SCHEMA,
+                            others + progress_rows(job.id, 3) + replay)
     batches = job_health.recent_batches(settings, job.id, "q1", 10)
     assert [(b["batch_id"], b["batch_duration_ms"]) for b in batches] == [(0, 1000), (1, 1000), (2, 60_000)]
-    assert job_health.recent_batches(settings, job.id, "q1", 2)[0]["batch_id"] == 1
+    assert [b["batch_id"] for b in job_health.recent_batches(settings, job.id, "q1", 2)] == [1, 2]
+    assert job_health.recent_batches(settings, job.id, "q'1", 2) == []  # a quote is a character, not SQL
 
 
 # --- state health: thresholds, breaches, the report ---------------------------------------------

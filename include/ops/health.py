@@ -8,8 +8,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import pyarrow.compute as pc
-
 from include import checkpoints
 from include.checkpoints.state_files import operator_partitions
 from include.ops import lease
@@ -52,8 +50,10 @@ def recent_batches(settings: Settings, job_id: str, query_id: str | None, limit:
     path = settings.layout.ops_table(PROGRESS_TABLE)
     if query_id is None or limit <= 0 or not delta_store.table_exists(path):
         return []
-    table = delta_store.read_table(path)
-    table = table.filter(pc.and_(pc.equal(table["job"], job_id), pc.equal(table["query_id"], query_id)))
+    # only the query's last `limit` batches: a live fleet adds rows all day, kept for days (the progress retention)
+    query = f"job = {delta_store.sql_string(job_id)} AND query_id = {delta_store.sql_string(query_id)}"
+    table = delta_store.read_table(path, where=f"{query} AND batch_id > (SELECT max(batch_id) FROM t WHERE {query}) "
+                                               f"- {int(limit)}")
     latest: dict[int, dict] = {}
     for row in sorted(table.to_pylist(), key=lambda r: (r["batch_id"], r["progress_time"] or datetime.min.replace(tzinfo=UTC))):
         latest[row["batch_id"]] = row  # a batch replayed after a crash: keep its last record

@@ -8,6 +8,7 @@ from include.registry.context import LoadContext
 from include.registry.durations import parse_duration
 from include.registry.specs import MaintenanceSpec, RunningAggregate, SinkSpec
 from include.registry.vocabulary import (
+    AUTO_COMPACT,
     BOOLEAN_PROPERTIES,
     SINK_MODES,
     TABLE_NAME,
@@ -57,6 +58,10 @@ def parse_sink(ctx: LoadContext, where: str, raw: Any, transform: dict,
     properties = _properties(ctx, where, raw.get("properties"), mode)
     files = ctx.positive_int(f"{where}: sink.files_per_batch", raw.get("files_per_batch", 1)) or 1
     maintenance = _maintenance(ctx, where, raw.get("maintenance"))
+    if mode == "update" and maintenance.optimize:
+        # `lakehouse maintain` cannot compact an upserted table while its writer runs (the two conflict): a live
+        # writer compacts its own small files as it commits (Delta: at 50 small files, only what it changed)
+        properties.setdefault(AUTO_COMPACT, "true")
     return SinkSpec(str(table), str(mode), tuple(str(k) for k in merge_keys), tuple(partition_by), quarantine,
                     properties, files, maintenance)
 

@@ -21,7 +21,8 @@ AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 SINK_MODES = ("append", "update")
 STATE_PROVIDERS = ("rocksdb", "hdfs")
 # Delta table properties a sink may set: features that delta-rs (the quality and summary readers) supports too.
-BOOLEAN_PROPERTIES = ("delta.appendOnly", "delta.enableChangeDataFeed")
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # the writer compacts after its commits (Delta's auto compaction)
+BOOLEAN_PROPERTIES = ("delta.appendOnly", "delta.enableChangeDataFeed", AUTO_COMPACT)
 TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
                     "delta.checkpointInterval", "delta.dataSkippingNumIndexedCols", "delta.targetFileSize")
 

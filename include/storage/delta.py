@@ -165,8 +165,10 @@ def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mappi
             table = handles.latest(path)
 
 
-def read_table(path: Location, version: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
-    """A whole version (default: the latest) of a Delta table, optionally only some columns.
+def read_table(path: Location, version: int | None = None, columns: Sequence[str] | None = None,
+               where: str | None = None) -> pa.Table:
+    """A version (default: the latest) of a Delta table, optionally only some columns and the rows matching the SQL
+    condition `where` (on table `t`; files whose statistics rule the condition out are not read).
 
     Reads through delta-rs's own query engine: its pyarrow-dataset path aborts the interpreter
     at exit ("terminate called without an active exception") with pyarrow 26.
@@ -176,8 +178,14 @@ def read_table(path: Location, version: int | None = None, columns: Sequence[str
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns])
     projection = ", ".join(f'"{c}"' for c in schema.names) if columns is not None else "*"
-    reader = QueryBuilder().register("t", table).execute(f"SELECT {projection} FROM t")
+    condition = f" WHERE {where}" if where else ""
+    reader = QueryBuilder().register("t", table).execute(f"SELECT {projection} FROM t{condition}")
     return pa.table(reader.read_all()).cast(schema)  # plain types, not string_view
+
+
+def sql_string(value: str) -> str:
+    """`value` as a SQL string literal (for a `where` condition)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def count_rows(path: Location, where: str | None = None) -> int:
