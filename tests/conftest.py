@@ -78,7 +78,9 @@ def pytest_configure(config):
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # The job processes the suite starts are short runs on small data: C1 alone compiles what they run sooner than
     # tiered C1 + C2 on 2 cores. The product's default JIT is unchanged (and so is the `spark` fixture's).
-    os.environ.setdefault("LAKEHOUSE_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+    from include.registry.specs import JIT_OPTIONS
+
+    os.environ.setdefault("LAKEHOUSE_SPARK_JAVA_OPTIONS", JIT_OPTIONS["c1"])
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # under `-n`: each worker process has its own metadata DB
     if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI") or worker:
         os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"lakehouse-airflow-{worker or 'main'}-")

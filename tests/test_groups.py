@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import replace
@@ -13,6 +15,7 @@ import yaml
 
 from include import checkpoints
 from include.airflow import tasks
+from include.jvm_archive import driver_java_options
 from include.ops import lease, processes, supervisor
 from include.ops.heartbeats import read_heartbeat
 from include.ops.query_progress import PROGRESS_TABLE
@@ -124,6 +127,11 @@ def test_resources_reach_the_drivers_command_line_and_bad_ones_are_named(tmp_pat
     overridden = " ".join(submit_command(group_submit_kwargs(  # LAKEHOUSE_SPARK_JAVA_OPTIONS comes last
         replace(settings, spark_java_options="-XX:TieredStopAtLevel=4"), "clickstream_gold")))
     assert overridden.index(c1) < overridden.index("-XX:TieredStopAtLevel=4"), overridden
+    # C1 alone keeps tiered compilation's code cache (the JVM's own default for C1 alone is 48 MB: a live group
+    # driver filled it in minutes and stopped compiling): the flags a JVM takes from a live driver's options
+    flags = subprocess.run(["java", *driver_java_options(plain, "c1").split(), "-XX:+PrintFlagsFinal", "-version"],
+                           capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\bTieredStopAtLevel\s+= 1\b", flags) and re.search(r"\bReservedCodeCacheSize\s+= 251658240\b", flags)
 
     raw["jobs"]["silver_clickstream"]["resources"] = {"driver_memory": "1g"}  # it runs in its group's driver
     raw["groups"]["payments"] = {"resources": {"driver_memory": "lots", "cores_max": 0, "gpus": 1, "live_jit": "c2"}}

@@ -221,7 +221,11 @@ class SupervisionSpec:
 # 16 queries started on 2 cores, which starved their first batches (bench/live_fleet.py: every job running after 115
 # and 160 s, 150-350 s with C2; batches no slower). A driver whose batches are large (thousands of rows a second) runs
 # them faster with C2 (bench/live_latency.py at 2,000 events/s: silver p95 13 s tiered, 24 s with C1).
-JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
+# C1 alone gets the JVM's 240 MB code cache of tiered compilation, not its own 48 MB default: a group driver's queries
+# filled 48 MB in 3 minutes (bench/soak.py), then the JVM stopped compiling ("CodeCache is full. Compiler has been
+# disabled"; a MERGE failed with "Out of space in CodeCache for adapters") and ran its new code interpreted: the
+# fleet's load rose to 20-30 on 2 cores within the hour.
+JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "tiered": ""}
 LIVE_JIT_DEFAULT = "c1"
 
 
