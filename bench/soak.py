@@ -332,7 +332,8 @@ class Soak:
                     s = self.samples[-1]
                     print(f"[{now / 60:6.1f} min] problems={s['problems']} backlog={s['backlog_rows']} "
                           f"latency={s['latency_seconds']} resident={s['resident_mb_by_kind']}", flush=True)
-                self.health.append((round(now, 1), self.problems_now()))
+                problems = self.problems_now()  # stamped when seen: a fault begun during the look is before it
+                self.health.append((round(self.elapsed(), 1), problems))
                 time.sleep(10)
             self.stop.set()
             feeder.join(timeout=120)
