@@ -106,6 +106,10 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
         # a checkpoint replays the table's state and writes it whole, in the micro-batch (on S3 3-5 s: every tenth
         # batch of a live job was its slowest, the live p95). A sink's `delta.checkpointInterval` overrides it.
         .config("spark.databricks.delta.properties.defaults.checkpointInterval", str(CHECKPOINT_INTERVAL))
+        # Delta writes a checksum file beside each commit, listing every file of the table while it has fewer than 50:
+        # a compacted live table's were 20-45 KB a commit, 15-30 times the commit (bench/soak.py), kept as long as the
+        # log (30 days: ~2 GB per table at a commit a minute). Without the list: about 3 KB.
+        .config(ALL_FILES_IN_CHECKSUM, "false")
         .config("spark.ui.enabled", str(settings.spark_ui).lower())
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
@@ -215,6 +219,7 @@ def python_archive(directory: Path) -> Path:
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CHECKPOINT_INTERVAL = 100  # commits between Delta log checkpoints of the tables the lakehouse creates
+ALL_FILES_IN_CHECKSUM = "spark.databricks.delta.allFilesInCrc.enabled"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 CODEGEN_CACHE_ENTRIES = 1000  # generated classes a JVM keeps compiled (Spark's default: 100)

@@ -59,6 +59,10 @@ def test_spark_writes_tables_that_carry_the_registry_properties_and_delta_rs_rea
     assert config["bronze/clickstream"]["delta.appendOnly"] == "true"
     assert config["bronze/clickstream_quarantine"]["delta.appendOnly"] == "true"
     assert config["silver/clickstream"]["delta.enableChangeDataFeed"] == "true"
+    # a commit's checksum file is a few kilobytes, not the list of the table's files (each commit's, kept with the log)
+    checksums = sorted((settings.layout.table("silver/clickstream") / "_delta_log").glob("[0-9]*.crc"))  # not Hadoop's
+    assert len(checksums) > 1 and not any(json.loads(c.read_text()).get("allFiles") for c in checksums)
+    assert max(c.stat().st_size for c in checksums) < 8192, [c.stat().st_size for c in checksums]
     # the lakehouse's log checkpoint interval, unless a sink's properties say otherwise
     assert {c["delta.checkpointInterval"] for c in config.values()} == {str(CHECKPOINT_INTERVAL)}
     ensure_table(spark, settings.layout.table("gold/every_ten"), {"n": "long"}, (), {"delta.checkpointInterval": "10"})
