@@ -117,10 +117,10 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 
 # Endurance (issue 41): the live fleet for hours under faults; a benchmark, not a test (bench/soak.py)
 soak: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
-	$(PY) bench/soak.py --hours 2 --out bench/results/soak.json
+	$(PY) bench/soak.py --hours 2 --vacuum-retention-hours 1 --out bench/results/soak.json
 
 soak-1h: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
-	$(PY) bench/soak.py --hours 1 --out bench/results/soak-1h.json
+	$(PY) bench/soak.py --hours 1 --vacuum-retention-hours 1 --out bench/results/soak-1h.json
 
 clean:
 	rm -rf lakehouse airflow_home .pytest_cache

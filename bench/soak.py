@@ -1,8 +1,9 @@
 """Endurance: the shipped registry's whole live set for hours, with data flowing, maintenance on its schedule and
 faults injected; nothing lost, nothing duplicated, nothing growing that should not (issue 41).
 
-    .venv/bin/python bench/soak.py [--hours 2] [--events-per-second 200] [--out bench/results/soak.json] [--plots DIR]
-    make soak        # the default: 2 hours
+    .venv/bin/python bench/soak.py [--hours 2] [--events-per-second 200] [--vacuum-retention-hours H]
+                                   [--out bench/results/soak.json] [--plots DIR]
+    make soak        # 2 hours, every sink's VACUUM retention 1 hour (its history levels off within the run)
     make soak-1h     # one hour (faults and maintenance on the same clock)
 
 In a fresh lakehouse with a Kafka broker: the live units are supervised as `lakehouse_live` does (a round every
@@ -19,7 +20,8 @@ table, per checkpoint, under `_ops/` and `_reports/`, Delta log length and log-c
 and bytes per job, batches against their trigger, landing-to-silver and -to-gold latency, backlog (rows landed or
 produced not yet in bronze). At the end (data stopped, every job caught up, every driver stopped): every gold table
 the oracle can recompute (tests/support/oracle.py) compared row for row, and bronze + quarantine == lines +
-messages. Writes the samples and verdicts as JSON (`--out`), an SVG per series (`--plots`), prints a `PASS: ...` /
+messages. After each maintenance: no data file left that VACUUM had to delete (removed by a commit, or written and
+never committed, longer than the table's retention before the maintenance began). Writes the samples and verdicts as JSON (`--out`), an SVG per series (`--plots`), prints a `PASS: ...` /
 `FAIL: ...` line per goal and exits 1 when one fails.
 """
 
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -63,6 +66,11 @@ class Soak:
         self.work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
         self.bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
         raw = yaml.safe_load(load_settings().registry_path.read_text())
+        if args.vacuum_retention_hours is not None:  # every sink's VACUUM retention, to see history level off
+            for job in raw["jobs"].values():
+                if "sink" in job:
+                    job["sink"].setdefault("maintenance", {})["vacuum_retention"] = \
+                        f"{args.vacuum_retention_hours} hours"
         self.registry_file = self.work / "jobs.yaml"
         self.registry_file.write_text(yaml.safe_dump(raw, sort_keys=False))
         os.environ.update({"LAKEHOUSE_ROOT": str(self.work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(self.registry_file),
@@ -186,14 +194,18 @@ class Soak:
         self.fault("kill supervisor", "no supervise process was watching", recovery=False)
 
     def maintain(self) -> None:
-        begun = self.elapsed()
+        begun, begun_at = self.elapsed(), time.time()
         done = subprocess.run([sys.executable, "-m", "include.cli", "maintain"], cwd=REPO, capture_output=True,
                               text=True, timeout=1800)
         self.maintenance.append({"elapsed": begun, "seconds": round(self.elapsed() - begun, 1),
                                  "exit": done.returncode, "failed": [line for line in done.stdout.splitlines()
                                                                      if " failed " in line]})
         print(f"[{self.elapsed() / 60:6.1f} min] maintenance: {self.maintenance[-1]}", flush=True)
-        self.samples.append({**self.sample(), "after_maintenance": True})
+        sample = self.sample()
+        for table, files in sample["tables"].items():  # what VACUUM should have deleted and did not
+            retention = self.registry.writer_of(table).sink.maintenance.vacuum_retention_hours
+            files["overdue_history"] = overdue_history(root_of(self.settings) / table, begun_at - retention * 3600)
+        self.samples.append({**sample, "after_maintenance": True})
 
     def fault(self, kind: str, detail: str, recovery: bool = True, since: float | None = None) -> None:
         """A fault now (`since`: the moment it began, when that was earlier: the state to return to is that before)."""
@@ -214,7 +226,7 @@ class Soak:
     def sample(self) -> dict:
         from include.storage import delta as delta_store
 
-        root = Path(str(self.settings.root))
+        root = root_of(self.settings)
         supervisors = {p.pid for p in self.supervisors.values()}
         every = processes_of(self.settings.root)
         processes = [(pid, "supervisor" if pid in supervisors else kind, resident)
@@ -449,6 +461,12 @@ class Soak:
                                                               f"{s['elapsed'] / 60:.1f} min: at most "
                                                               f"{self.args.files_bound} per table, {worst[1]} has "
                                                               f"{worst[0]}"))
+        for s in after:
+            overdue = {name: t["overdue_history"] for name, t in s["tables"].items() if t.get("overdue_history")}
+            history = sum(t["mb"] - (t.get("snapshot_mb") or 0) - (t.get("log_mb") or 0) for t in s["tables"].values())
+            goals.append((not overdue, f"history bounded by VACUUM's retention after the maintenance at "
+                                       f"{s['elapsed'] / 60:.1f} min: {history:.0f} MB of history, files past their "
+                                       f"table's retention left: {overdue or 'none'}"))
         ends = [s for s in (reference[-1:] + last[-1:]) if s]
         ratio = [_bytes(s) / max(1, _rows(s)) for s in ends]
         if len(ratio) == 2:
@@ -628,6 +646,43 @@ def _table_files(path: Path) -> dict:
             "log_checkpoint_age_s": round(time.time() - checkpoints[-1]) if checkpoints else None}
 
 
+def root_of(settings) -> Path:
+    return Path(str(settings.root))
+
+
+def overdue_history(path: Path, cutoff: float) -> int:
+    """Data files on disk that the table's latest version does not reference and that VACUUM, run at `cutoff` +
+    the retention, had to delete: removed by a commit before `cutoff`, or never committed and written before it."""
+    from deltalake import DeltaTable
+
+    log = path / "_delta_log"
+    try:
+        live = set(DeltaTable(str(path)).file_uris())
+    except Exception:  # a table mid-commit: not judged in this sample
+        return 0
+    removed: dict[str, float] = {}
+    for commit in log.glob("*.json"):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line).get("remove")
+            if action:
+                removed[action["path"]] = action.get("deletionTimestamp", 0) / 1000
+    overdue = 0
+    for dirpath, _, names in os.walk(path):
+        if "_delta_log" in Path(dirpath).parts:
+            continue
+        for name in names:
+            file = Path(dirpath) / name
+            if file.suffix != ".parquet" or str(file) in live or file.as_uri() in live:
+                continue
+            relative = urllib.parse.quote(str(file.relative_to(path)), safe="/=")
+            try:
+                gone_at = removed.get(relative, removed.get(str(file.relative_to(path)), file.stat().st_mtime))
+            except FileNotFoundError:
+                continue
+            overdue += gone_at < cutoff
+    return overdue
+
+
 def _rows(sample: dict) -> int:
     return sum(t.get("rows", 0) for t in sample["tables"].values())
 
@@ -692,6 +747,9 @@ def main() -> int:
     parser.add_argument("--sample-seconds", type=int, default=60)
     parser.add_argument("--files-bound", type=int, default=50,
                         help="the goal's bound: files in any table's snapshot right after a maintenance")
+    parser.add_argument("--vacuum-retention-hours", type=int, default=None,
+                        help="every sink's VACUUM retention (default: the registry's, 7 days): shorter than the run, "
+                             "the history on disk levels off within it")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "soak.json")
     parser.add_argument("--plots", type=Path, default=None, help="a folder for the SVGs (default: next to --out)")
     args = parser.parse_args()
