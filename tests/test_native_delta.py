@@ -5,6 +5,8 @@ and a checkpoint of the former Python source refused."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import timedelta
 
 import pyarrow as pa
@@ -17,7 +19,7 @@ from include.generator import DEFAULT_START
 from include.ops import lease
 from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
-from include.registry.vocabulary import AUTO_COMPACT
+from include.registry.vocabulary import AUTO_COMPACT, LOG_RETENTION
 from include.spark_session import CHECKPOINT_INTERVAL, session_confs
 from include.storage import delta as delta_store
 from spark_jobs.batch_writer import append_batch, make_batch_writer
@@ -59,6 +61,7 @@ def test_spark_writes_tables_that_carry_the_registry_properties_and_delta_rs_rea
     assert config["bronze/clickstream"]["delta.appendOnly"] == "true"
     assert config["bronze/clickstream_quarantine"]["delta.appendOnly"] == "true"
     assert config["silver/clickstream"]["delta.enableChangeDataFeed"] == "true"
+    assert {c[LOG_RETENTION] for c in config.values()} == {"interval 168 hours"}  # the VACUUM retention's
     # a commit's checksum file is a few kilobytes, not the list of the table's files (each commit's, kept with the log)
     checksums = sorted((settings.layout.table("silver/clickstream") / "_delta_log").glob("[0-9]*.crc"))  # not Hadoop's
     assert len(checksums) > 1 and not any(json.loads(c.read_text()).get("allFiles") for c in checksums)
@@ -144,6 +147,28 @@ def test_an_upserted_table_is_compacted_by_its_writer_as_it_merges(spark, settin
     assert sorted(r["event_count"] for r in rows) == list(range(9))  # nothing lost, the replay merged nothing
     app_id = f"{hourly.id}:query-of-hourly"
     assert delta_store.committed_batch(path, app_id) == 8
+
+
+def test_a_tables_commits_are_kept_as_long_as_its_vacuum_retention(spark, settings, raw):
+    """A version older than the VACUUM retention cannot be read (its replaced files are gone): a sink's commits are
+    kept that long, not Delta's 30 days. Delta deletes expired commits (by their files' age, whole days) when it
+    writes a log checkpoint."""
+    raw["jobs"]["silver_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "24 hours"}
+    sink = build_registry(raw).job("silver_clickstream").sink
+    path = settings.layout.table("silver/kept_a_day")
+    ensure_table(spark, path, {"n": "long"}, (), {**sink.properties, "delta.checkpointInterval": "5"})
+    assert DeltaTable(str(path)).metadata().configuration[LOG_RETENTION] == "interval 24 hours"
+    log = path / "_delta_log"
+    for n in range(1, 5):
+        spark.range(n, n + 1).toDF("n").write.format("delta").mode("append").save(str(path))
+    three_days_ago = time.time() - 3 * 86400
+    for file in log.iterdir():  # versions 0-4 (and their checksums) written three days ago
+        os.utime(file, (three_days_ago, three_days_ago))
+    for n in range(5, 11):  # version 5 and 10: log checkpoints, each followed by the cleanup of expired commits
+        spark.range(n, n + 1).toDF("n").write.format("delta").mode("append").save(str(path))
+    kept = sorted(int(f.name.split(".")[0]) for f in log.glob("*.json"))
+    assert kept[0] >= 4 and kept[-1] == 10, kept  # (Delta keeps the commit before its oldest checkpoint)
+    assert sorted(r.n for r in spark.read.format("delta").load(str(path)).collect()) == list(range(1, 11))
 
 
 def test_a_batch_append_records_its_transaction_and_keeps_deltas_write_checks(spark, tmp_path):

@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from include.registry import Admission, RegistryError, Trigger, build_registry, load_registry, parse_duration
+from include.registry.vocabulary import FILE_RETENTION, LOG_RETENTION
 from tests.support.helpers import problems_of
 
 
@@ -308,14 +309,18 @@ def test_join_right_table_must_be_written_and_session_gap_valid(raw):
 
 def test_delta_table_options_of_the_registry(registry, raw):
     bronze, silver = registry.job("bronze_clickstream"), registry.job("silver_clickstream")
-    assert bronze.sink.properties == {"delta.appendOnly": "true"} and bronze.sink.files_per_batch == 1
-    assert silver.sink.properties == {"delta.enableChangeDataFeed": "true"}
+    kept_week = {FILE_RETENTION: "interval 168 hours", LOG_RETENTION: "interval 168 hours"}  # VACUUM's retention
+    assert bronze.sink.properties == {"delta.appendOnly": "true", **kept_week} and bronze.sink.files_per_batch == 1
+    assert silver.sink.properties == {"delta.enableChangeDataFeed": "true", **kept_week}
     assert bronze.sink.maintenance.optimize and bronze.sink.maintenance.vacuum_retention_hours == 168
     raw["jobs"]["silver_clickstream"]["source"]["max_bytes_per_trigger"] = "64 MB"
     raw["jobs"]["silver_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "2 days", "optimize": False}
     changed = build_registry(raw).job("silver_clickstream")
     assert changed.source.max_bytes_per_trigger == 64 * 1024**2
     assert changed.sink.maintenance.vacuum_retention_hours == 48 and not changed.sink.maintenance.optimize
+    assert changed.sink.properties[LOG_RETENTION] == changed.sink.properties[FILE_RETENTION] == "interval 48 hours"
+    raw["jobs"]["silver_clickstream"]["sink"]["properties"][LOG_RETENTION] = "interval 30 days"  # said: kept
+    assert build_registry(raw).job("silver_clickstream").sink.properties[LOG_RETENTION] == "interval 30 days"
     assert "bronze/clickstream_quarantine" in registry.tables_written()
 
 

@@ -10,6 +10,8 @@ from include.registry.specs import MaintenanceSpec, RunningAggregate, SinkSpec
 from include.registry.vocabulary import (
     AUTO_COMPACT,
     BOOLEAN_PROPERTIES,
+    FILE_RETENTION,
+    LOG_RETENTION,
     SINK_MODES,
     TABLE_NAME,
     TABLE_PROPERTIES,
@@ -62,6 +64,10 @@ def parse_sink(ctx: LoadContext, where: str, raw: Any, transform: dict,
         # `lakehouse maintain` cannot compact an upserted table while its writer runs (the two conflict): a live
         # writer compacts its own small files as it commits (Delta: at 50 small files, only what it changed)
         properties.setdefault(AUTO_COMPACT, "true")
+    # Versions older than the VACUUM retention cannot be read (their files are gone): their commits are kept no longer
+    # (Delta's default is 30 days: a live table at 30 s triggers holds up to 86,400 commits)
+    retention = properties.setdefault(FILE_RETENTION, f"interval {maintenance.vacuum_retention_hours} hours")
+    properties.setdefault(LOG_RETENTION, retention)
     return SinkSpec(str(table), str(mode), tuple(str(k) for k in merge_keys), tuple(partition_by), quarantine,
                     properties, files, maintenance)
 

@@ -23,7 +23,9 @@ STATE_PROVIDERS = ("rocksdb", "hdfs")
 # Delta table properties a sink may set: features that delta-rs (the quality and summary readers) supports too.
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # the writer compacts after its commits (Delta's auto compaction)
 BOOLEAN_PROPERTIES = ("delta.appendOnly", "delta.enableChangeDataFeed", AUTO_COMPACT)
-TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, "delta.logRetentionDuration", "delta.deletedFileRetentionDuration",
+LOG_RETENTION = "delta.logRetentionDuration"  # how long Delta keeps commits (cleaned at its log checkpoints)
+FILE_RETENTION = "delta.deletedFileRetentionDuration"  # VACUUM's retention; Delta wants LOG_RETENTION >= it
+TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, LOG_RETENTION, FILE_RETENTION,
                     "delta.checkpointInterval", "delta.dataSkippingNumIndexedCols", "delta.targetFileSize")
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")  # job ids and the column names a job introduces
