@@ -21,8 +21,9 @@ and bytes per job, batches against their trigger, landing-to-silver and -to-gold
 produced not yet in bronze). At the end (data stopped, every job caught up, every driver stopped): every gold table
 the oracle can recompute (tests/support/oracle.py) compared row for row, and bronze + quarantine == lines +
 messages. After each maintenance: no data file left that VACUUM had to delete (removed by a commit, or written and
-never committed, longer than the table's retention before the maintenance began). Writes the samples and verdicts as JSON (`--out`), an SVG per series (`--plots`), prints a `PASS: ...` /
-`FAIL: ...` line per goal and exits 1 when one fails.
+never committed, longer than the table's retention before the maintenance began). Writes the samples and verdicts
+as JSON (`--out`), an SVG per series (`--plots`), prints a `PASS: ...` / `FAIL: ...` line per goal and exits 1 when
+one fails.
 """
 
 from __future__ import annotations
