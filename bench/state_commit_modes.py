@@ -1,7 +1,9 @@
-"""Benchmark: how a live driver's RocksDB state store should commit: a snapshot every batch (the registry's default,
-`state_store.changelog_checkpointing: false`) or a changelog per batch with snapshots in the background (`true`).
+"""Benchmark: how a live driver's RocksDB state store should commit: a snapshot every batch
+(`state_store.changelog_checkpointing: false`), a changelog per batch with snapshots in the background (`true`), or
+changelogs in live runs and snapshots in available-now runs (`live`).
 
     .venv/bin/python bench/state_commit_modes.py [--minutes 6] [--users 100000] [--events 4000] [--trigger 10]
+                                                 [--modes false,true,live]
 
 For each mode, in a new lakehouse: bronze, silver and two stateful gold jobs of the shipped registry in one live
 driver (`lakehouse run --group state`, processing-time triggers of `--trigger` seconds): the per-user running totals
@@ -41,7 +43,7 @@ STATEFUL = JOBS[2:]
 GROUP = "state"
 
 
-def bench_registry(base: Path, path: Path, trigger: int, changelog: bool) -> None:
+def bench_registry(base: Path, path: Path, trigger: int, changelog: bool | str) -> None:
     raw = yaml.safe_load(base.read_text())
     raw["jobs"] = {job: {**raw["jobs"][job], "group": GROUP,
                          "triggers": {**raw["jobs"][job].get("triggers", {}), "live": f"processing-time={trigger} seconds"}}
@@ -66,7 +68,7 @@ def land(settings, args: argparse.Namespace, number: int) -> None:
     write_landing(settings.layout.landing("landing/clickstream"), "clickstream", config)
 
 
-def run_mode(args: argparse.Namespace, changelog: bool) -> dict:
+def run_mode(args: argparse.Namespace, changelog: bool | str) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-state-"))
     env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(work / "jobs.yaml"),
            "LAKEHOUSE_LOCAL_DIR": str(work), "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_LOG_LEVEL": "WARNING"}
@@ -137,8 +139,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=100_000, help="distinct users (the running totals' state rows)")
     parser.add_argument("--events", type=int, default=4000, help="events per landing file (one per trigger)")
     parser.add_argument("--trigger", type=int, default=10, help="the live jobs' processing-time interval, seconds")
+    parser.add_argument("--modes", default="false,true,live", help="changelog_checkpointing values, in this order")
     args = parser.parse_args()
-    results = [run_mode(args, changelog) for changelog in (False, True)]
+    modes = {"false": False, "true": True, "live": "live"}
+    results = [run_mode(args, modes[name]) for name in args.modes.split(",")]
     print(json.dumps({"minutes": args.minutes, "users": args.users, "events_per_file": args.events,
                       "trigger_seconds": args.trigger, "modes": results}, indent=2))
 

@@ -113,7 +113,8 @@ def _changes(reader, checkpoint: StoragePath, changes: tuple[int, int]) -> dict[
     except Exception as exc:  # e.g. snapshot-only checkpoints, or a store Spark has no change feed for
         reason = spark_error(exc)
         return {"unavailable": f"{reason} (the state change feed is read from changelogs: it needs "
-                               "`state_store.changelog_checkpointing: true` for the job)"}
+                               "`state_store.changelog_checkpointing: true` for the job, or `live` for the batches "
+                               "of its live runs)"}
     per_batch: dict[str, dict[str, int]] = {}
     for r in rows:
         kinds = per_batch.setdefault(str(r["batch_id"]), {})

@@ -193,7 +193,7 @@ def configure_session(spark: SparkSession, job: JobSpec, shuffle_partitions: int
     )
     conf.set(
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
-        str(state.changelog_checkpointing).lower(),
+        str(state.changelog_in(trigger)).lower(),
     )
     conf.set("spark.sql.streaming.minBatchesToRetain", str(state.min_batches_to_retain))
 

@@ -39,12 +39,22 @@ def test_real_registry_loads_in_dependency_order(registry):
     assert str(bronze.triggers["live"]) == "processing-time=30 seconds"
 
 
-def test_changelog_checkpointing_defaults_to_true_and_must_be_a_boolean(raw):
-    """A registry without the key keeps the meaning it always had (changelog checkpointing on)."""
+def test_changelog_checkpointing_defaults_to_true_and_is_true_false_or_live(raw):
+    """A registry without the key keeps the meaning it always had (changelog checkpointing on); `live`: changelogs
+    in live runs only."""
+    live, backfill = Trigger.parse("processing-time=30 seconds"), Trigger.parse("available-now")
     del raw["defaults"]["state_store"]["changelog_checkpointing"]
-    assert build_registry(copy.deepcopy(raw)).job("silver_clickstream").state_store.changelog_checkpointing
+    store = build_registry(copy.deepcopy(raw)).job("silver_clickstream").state_store
+    assert store.changelog_in(live) and store.changelog_in(backfill) and store.changelog_in(None)
+    raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": "live"}
+    store = build_registry(copy.deepcopy(raw)).job("silver_clickstream").state_store
+    assert store.changelog_in(live) and store.changelog_in(Trigger.parse("on-upstream-commit"))
+    assert not store.changelog_in(backfill) and not store.changelog_in(None)  # None: a checkpoint action's
+    raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": False}
+    assert not build_registry(copy.deepcopy(raw)).job("silver_clickstream").state_store.changelog_in(live)
     raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": "no"}
-    with pytest.raises(RegistryError, match="silver_clickstream.*changelog_checkpointing: must be true or false"):
+    with pytest.raises(RegistryError, match="silver_clickstream.*changelog_checkpointing: must be true, false or "
+                                            "'live' .* got 'no'"):
         build_registry(raw)
 
 

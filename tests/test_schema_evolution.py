@@ -23,7 +23,7 @@ from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.rescued_backfill import backfill
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
+from tests.support.helpers import arrival_order, generate, gold_rows, read_to, run_cli
 from tests.support.oracle import expected_gold
 
 AVAILABLE_NOW = Trigger(available_now=True)
@@ -276,18 +276,6 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     passed_over = [r.getMessage() for r in caplog.records if "passes over the backfill commits" in r.getMessage()]
     assert any(m.startswith("job=silver_clickstream") for m in passed_over), passed_over
     assert any(m.startswith("job=gold_user_activity_5m") for m in passed_over), passed_over
-
-
-def read_to(settings, job_id: str) -> int:
-    """The last version of its Delta source the job's checkpoint has read whole (-1 before any)."""
-    from include import checkpoints
-    from include.checkpoints.modes import next_unread
-
-    checkpoint = settings.layout.checkpoint(job_id)
-    batch = checkpoints.latest_committed_batch(checkpoint)
-    if batch is None:
-        return -1
-    return next_unread(json.loads(checkpoints.source_offsets(checkpoint, batch)[0])) - 1
 
 
 def test_a_live_run_sees_a_registry_that_evolves_its_job_and_nothing_else(settings, raw, tmp_path, caplog):

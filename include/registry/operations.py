@@ -15,6 +15,7 @@ from include.registry.durations import Trigger, parse_duration
 from include.registry.processors import PROCESSORS
 from include.registry.specs import (
     JIT_OPTIONS,
+    LIVE_ONLY,
     MAX_SHUFFLE_PARTITIONS,
     HealthThresholds,
     ParseJson,
@@ -56,8 +57,9 @@ def parse_state_store(ctx: LoadContext, where: str, own: Any, transform_kind: An
             return None
         numbers[name] = value
     changelog = raw.get("changelog_checkpointing", True)
-    if not isinstance(changelog, bool):
-        ctx.problem(where, f"state_store.changelog_checkpointing: must be true or false, got {changelog!r}")
+    if not isinstance(changelog, bool) and changelog != LIVE_ONLY:
+        ctx.problem(where, f"state_store.changelog_checkpointing: must be true, false or {LIVE_ONLY!r} (changelogs "
+                           f"in live runs, snapshots in available-now runs), got {changelog!r}")
         return None
     if numbers["shuffle_partitions"] > MAX_SHUFFLE_PARTITIONS:
         ctx.problem(where, f"state_store.shuffle_partitions: at most {MAX_SHUFFLE_PARTITIONS}, "

@@ -184,12 +184,22 @@ class SinkSpec:
 MAX_SHUFFLE_PARTITIONS = 2000  # state-store partitions of one job: each is a RocksDB instance per batch
 
 
+LIVE_ONLY = "live"  # state_store.changelog_checkpointing: changelogs in live runs, snapshots in available-now runs
+
+
 @dataclass(frozen=True)
 class StateStoreSpec:
     provider: str
-    changelog_checkpointing: bool
+    changelog_checkpointing: bool | str  # true, false or LIVE_ONLY
     shuffle_partitions: int
     min_batches_to_retain: int
+
+    def changelog_in(self, trigger: Trigger | None) -> bool:
+        """Whether a run under `trigger` commits its state as changelogs (None: a run that is not live, such as a
+        checkpoint action's)."""
+        if self.changelog_checkpointing == LIVE_ONLY:
+            return trigger is not None and not trigger.available_now
+        return bool(self.changelog_checkpointing)
 
 
 @dataclass(frozen=True)

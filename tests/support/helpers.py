@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -71,6 +72,18 @@ def lineage(registry, landing_source: str = "clickstream") -> list[str]:
                for s in sources):
             jobs.append(job_id)
     return jobs
+
+
+def read_to(settings: Settings, job_id: str) -> int:
+    """The last version of its Delta source the job's checkpoint has read whole (-1 before any)."""
+    from include import checkpoints
+    from include.checkpoints.modes import next_unread
+
+    checkpoint = settings.layout.checkpoint(job_id)
+    batch = checkpoints.latest_committed_batch(checkpoint)
+    if batch is None:
+        return -1
+    return next_unread(json.loads(checkpoints.source_offsets(checkpoint, batch)[0])) - 1
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
