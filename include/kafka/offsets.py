@@ -4,6 +4,7 @@ offsets on the broker (asked with confluent-kafka, no Spark) that a checkpoint's
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
@@ -32,7 +33,7 @@ class PartitionRange:
 
 def topic_ranges(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> dict[str, list[PartitionRange]]:
     """Each topic's partitions with their earliest and latest offsets; a topic the broker lacks maps to [].
-    BrokerError (one line) when no broker answers at `bootstrap`."""
+    BrokerError (one line) when no broker answers at `bootstrap`, or it gives no offsets of a partition."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lakehouse-offsets", "enable.auto.commit": False,
@@ -50,11 +51,34 @@ def topic_ranges(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0)
                 continue
             ranges[topic] = []
             for partition in sorted(info.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+                low, high = partition_offsets(consumer, TopicPartition(topic, partition), bootstrap, timeout)
                 ranges[topic].append(PartitionRange(topic, partition, low, high))
         return ranges
     finally:
         consumer.close()
+
+
+def partition_offsets(consumer, partition, bootstrap: str, timeout: float) -> tuple[int, int]:
+    """A partition's earliest and latest offsets, asked again while the broker answers with a passing error (a broker
+    just back elects its partitions' leaders: NOT_LEADER_FOR_PARTITION for a moment); BrokerError (one line) when it
+    does not answer within `timeout`, or with another error."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    passing = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+               KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=timeout)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
+                raise BrokerError(f"the broker at {bootstrap} gave no offsets of {partition.topic} partition "
+                                  f"{partition.partition} ({error.str()})") from None
+            time.sleep(PASSING_ERROR_PAUSE_SECONDS)
+
+
+PASSING_ERROR_PAUSE_SECONDS = 0.5
 
 
 def require_topics(bootstrap: str, topics: tuple[str, ...]) -> dict[str, list[PartitionRange]]:
