@@ -61,7 +61,7 @@ def processes_of(root: Path) -> list[tuple[int, str, int]]:
                 continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
             resident = int((entry / "statm").read_text().split()[1]) * PAGE
-            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            parent = proc_stat(int(entry.name))[1]
             if argv[0].endswith(b"java") and argv == Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0"):
                 continue  # a JVM's child between its fork and exec (Hadoop runs chmod, readlink): its parent's memory
         except (OSError, ValueError, IndexError):
@@ -77,10 +77,15 @@ def processes_of(root: Path) -> list[tuple[int, str, int]]:
     return found
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command (state, parent pid, ..., user and system ticks at 11, 12)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _parent(pid: int) -> str:
     """The parent's pid and command, to tell the drivers' JVMs apart."""
     try:
-        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        parent = int(proc_stat(pid)[1])
         command = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode()
         return f"{parent} {command}"
     except (OSError, ValueError, IndexError):

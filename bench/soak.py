@@ -47,7 +47,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.live_fleet import processes_of  # noqa: E402
+from bench.live_fleet import proc_stat, processes_of  # noqa: E402
 from include.generator import DEFAULT_START, GeneratorConfig  # noqa: E402
 from include.kafka import broker  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -546,7 +546,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def _stat(pid: int) -> tuple[int, float] | None:
     """(parent pid, CPU seconds used: user + system) of a process; None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = proc_stat(pid)
         return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     except (OSError, ValueError, IndexError):
         return None
