@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 DELTA_DEFAULT_RETENTION_HOURS = 168
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Delta 4 ignores VACUUM's retention argument unless it is 0 (it takes the table's delta.deletedFileRetentionDuration):
+# the registry's retention was silently 7 days until the soak saw nothing deleted. Honoured for the call.
+RETENTION_ARGUMENT_IGNORED = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
@@ -92,7 +95,7 @@ def _vacuum(spark: SparkSession, path: StoragePath, retention_hours: int) -> dic
     before_files, before = _data_files(path), _version(table)
     # Delta lists the table's directories in a Spark job of this many tasks, Spark's default 10,000 whatever the
     # table: ~30 s of empty tasks per table on 2 cores. A few per core of the application is plenty.
-    confs = {LISTING_PARALLELISM: str(4 * spark.sparkContext.defaultParallelism)}
+    confs = {LISTING_PARALLELISM: str(4 * spark.sparkContext.defaultParallelism), RETENTION_ARGUMENT_IGNORED: "false"}
     if retention_hours < DELTA_DEFAULT_RETENTION_HOURS:  # the registry asked for it explicitly: for this call only
         confs[RETENTION_CHECK] = "false"
     with session_confs(spark, confs):

@@ -25,7 +25,12 @@ from include.storage import delta as delta_store
 from spark_jobs.batch_writer import append_batch, make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables, ensure_table
 from spark_jobs.streaming_query import run_job
-from spark_jobs.table_maintenance import LISTING_PARALLELISM, RETENTION_CHECK, maintain
+from spark_jobs.table_maintenance import (
+    LISTING_PARALLELISM,
+    RETENTION_ARGUMENT_IGNORED,
+    RETENTION_CHECK,
+    maintain,
+)
 from spark_jobs.transforms import parse_json
 from tests.support.helpers import generate, run_cli
 
@@ -249,8 +254,15 @@ def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spar
     bronze = settings.layout.table("bronze/clickstream")
     rows_before = delta_store.count_rows(bronze)
     raw = yaml.safe_load(settings.registry_path.read_text())
-    raw["jobs"]["bronze_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "0 hours"}
+    raw["jobs"]["bronze_clickstream"]["sink"]["maintenance"] = {"vacuum_retention": "1 hours"}
     eager = build_registry(raw)
+    # files a killed batch wrote and never committed: one two hours ago (past the retention), one just now
+    written = next(bronze.glob("*.parquet"))
+    stale, fresh = bronze / "part-00000-orphan-stale.c000.snappy.parquet", bronze / "part-00000-orphan-fresh.c000.snappy.parquet"
+    for orphan in (stale, fresh):
+        orphan.write_bytes(written.read_bytes())
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
 
     held = lease.acquire(settings, "gold_user_activity_1h", trigger="processing-time=10 seconds")
     try:
@@ -261,7 +273,10 @@ def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spar
     compacted = outcome[("bronze/clickstream", "optimize")]
     assert compacted["outcome"] == "done" and compacted["files_before"] == 3 and compacted["files_after"] == 1
     vacuumed = outcome[("bronze/clickstream", "vacuum")]
-    assert vacuumed["outcome"] == "done" and vacuumed["files_after"] == 1 < vacuumed["files_before"]
+    # the registry's retention, not Delta's 7 days: the stale file goes; the fresh one and the files the compaction
+    # replaced just now stay (a reader of the version before may still need them)
+    assert vacuumed["outcome"] == "done" and "retention 1 hours: deleted 1 " in vacuumed["detail"], vacuumed
+    assert not stale.exists() and fresh.exists() and vacuumed["files_after"] == vacuumed["files_before"] - 1 == 5
     busy = outcome[("gold/user_activity_1h", "optimize")]
     assert busy["outcome"] == "skipped" and "gold_user_activity_1h" in busy["detail"] and "MERGE" in busy["detail"]
     assert "the writer compacts it as it commits" in busy["detail"]
@@ -271,6 +286,8 @@ def test_maintenance_compacts_vacuums_skips_a_busy_upsert_table_and_records(spar
     assert {(r["run_id"], r["table"], r["operation"]) for r in recorded} == {("m1", t, o) for t, o in outcome}
     # the safety check and the listing's parallelism were lifted for the VACUUM calls only
     assert spark.conf.get(RETENTION_CHECK) == "true" and spark.conf.get(LISTING_PARALLELISM) == "10000"
+    assert spark.conf.get(RETENTION_ARGUMENT_IGNORED, "true") == "true"
+    fresh.unlink()
 
     # silver keeps reading bronze after the compaction: the rewrite is no new data
     generate(settings, events=300, seed=85, files=2, start=DEFAULT_START + timedelta(hours=2))
