@@ -16,7 +16,7 @@ from include.registry import Trigger, build_registry
 from include.spark_session import query_session
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, generate, gold_rows, read_to
+from tests.support.helpers import arrival_order, generate, gold_rows, wait_until_read
 from tests.support.oracle import expected_gold
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -59,10 +59,7 @@ def test_live_runs_commit_changelogs_and_backfills_snapshots_on_one_checkpoint(s
                                   start=DEFAULT_START + timedelta(hours=hour)))
             upstream(spark, settings, registry)
             silver = delta_store.latest_version(settings.layout.table("silver/clickstream"))
-            deadline = time.monotonic() + 180
-            while read_to(settings, JOB) < silver:
-                assert thread.is_alive() and time.monotonic() < deadline, "the live run did not read silver's commits"
-                time.sleep(0.2)
+            wait_until_read(settings, JOB, silver, thread, time.monotonic() + 180)
     finally:
         stop.set()
         thread.join(120)

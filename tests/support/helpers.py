@@ -86,6 +86,13 @@ def read_to(settings: Settings, job_id: str) -> int:
     return next_unread(json.loads(checkpoints.source_offsets(checkpoint, batch)[0])) - 1
 
 
+def wait_until_read(settings: Settings, job_id: str, version: int, runner, deadline: float) -> None:
+    """Wait until the live run in thread `runner` has read `version` of its Delta source (it stays alive meanwhile)."""
+    while read_to(settings, job_id) < version:
+        assert runner.is_alive() and time.monotonic() < deadline, f"{job_id} did not read version {version}"
+        time.sleep(0.2)
+
+
 def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
     """Poll `condition` until it returns something truthy (returned), or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
