@@ -3,7 +3,7 @@ faults injected; nothing lost, nothing duplicated, nothing growing that should n
 
     .venv/bin/python bench/soak.py [--hours 2] [--events-per-second 200] [--vacuum-retention-hours H]
                                    [--out bench/results/soak.json] [--plots DIR]
-    make soak        # 2 hours, every sink's VACUUM retention 1 hour (its history levels off within the run)
+    make soak        # 2 hours, every sink's and `_ops` table's history kept 1 hour (levels off within the run)
     make soak-1h     # one hour (faults and maintenance on the same clock)
 
 In a fresh lakehouse with a Kafka broker: the live units are supervised as `lakehouse_live` does (a round every
@@ -21,7 +21,8 @@ and bytes per job, batches against their trigger, landing-to-silver and -to-gold
 produced not yet in bronze). At the end (data stopped, every job caught up, every driver stopped): every gold table
 the oracle can recompute (tests/support/oracle.py) compared row for row, and bronze + quarantine == lines +
 messages. After each maintenance: no data file left that VACUUM had to delete (removed by a commit, or written and
-never committed, longer than the table's retention before the maintenance began). Writes the samples and verdicts
+never committed, longer than the table's retention before the maintenance began); the files under `_ops/` after
+each maintenance past its history hours within 1.2 x those after the first. Writes the samples and verdicts
 as JSON (`--out`), an SVG per series (`--plots`), prints a `PASS: ...` / `FAIL: ...` line per goal and exits 1 when
 one fails.
 """
@@ -72,6 +73,9 @@ class Soak:
                 if "sink" in job:
                     job["sink"].setdefault("maintenance", {})["vacuum_retention"] = \
                         f"{args.vacuum_retention_hours} hours"
+        # the operational tables' history too (LAKEHOUSE_OPS_HISTORY_HOURS), else the default day
+        self.ops_history_hours = args.vacuum_retention_hours or 24
+        os.environ["LAKEHOUSE_OPS_HISTORY_HOURS"] = str(self.ops_history_hours)
         self.registry_file = self.work / "jobs.yaml"
         self.registry_file.write_text(yaml.safe_dump(raw, sort_keys=False))
         os.environ.update({"LAKEHOUSE_ROOT": str(self.work / "lakehouse"), "LAKEHOUSE_REGISTRY": str(self.registry_file),
@@ -462,6 +466,13 @@ class Soak:
                                                               f"{s['elapsed'] / 60:.1f} min: at most "
                                                               f"{self.args.files_bound} per table, {worst[1]} has "
                                                               f"{worst[0]}"))
+        settled = [s for s in after if s["elapsed"] >= self.ops_history_hours * 3600]  # its history kept whole
+        for s in settled[1:]:
+            bound = round(settled[0]["ops"]["files"] * 1.2)
+            goals.append((s["ops"]["files"] <= bound, f"_ops/ bounded after the maintenance at {s['elapsed'] / 60:.1f} "
+                                                      f"min: {s['ops']['files']} files (bound {bound}: 1.2 x the "
+                                                      f"{settled[0]['ops']['files']} after the first maintenance past "
+                                                      f"its {self.ops_history_hours} h of history)"))
         for s in after:
             overdue = {name: t["overdue_history"] for name, t in s["tables"].items() if t.get("overdue_history")}
             history = sum(t["mb"] - (t.get("snapshot_mb") or 0) - (t.get("log_mb") or 0) for t in s["tables"].values())
@@ -749,8 +760,9 @@ def main() -> int:
     parser.add_argument("--files-bound", type=int, default=50,
                         help="the goal's bound: files in any table's snapshot right after a maintenance")
     parser.add_argument("--vacuum-retention-hours", type=int, default=None,
-                        help="every sink's VACUUM retention (default: the registry's, 7 days): shorter than the run, "
-                             "the history on disk levels off within it")
+                        help="every sink's VACUUM retention (default: the registry's, 7 days) and the operational "
+                             "tables' (LAKEHOUSE_OPS_HISTORY_HOURS, default 24): shorter than the run, the history on "
+                             "disk levels off within it")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "soak.json")
     parser.add_argument("--plots", type=Path, default=None, help="a folder for the SVGs (default: next to --out)")
     args = parser.parse_args()

@@ -4,9 +4,13 @@ commit log is cleaned, beside a writer that keeps appending (as the live jobs' l
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from include.ops.alerts import ALERTS_TABLE
 from include.ops.maintenance_log import MAINTENANCE_TABLE
@@ -71,3 +75,48 @@ def test_maintenance_keeps_recent_progress_compacts_and_cleans_the_log_beside_a_
     assert versions[0] > first_checkpoint  # commits older than a day before the newest checkpoint went
     assert all(c.stat().st_mtime > two_days_ago + 86400 for c in log_dir.iterdir() if c.name.endswith(".json"))
     assert delta_store.count_rows(table) == len(kept) + 1
+
+
+def test_the_ops_history_kept_is_a_setting(settings, monkeypatch):
+    table = settings.layout.ops_table(PROGRESS_TABLE)
+    now = datetime.now(UTC)
+    for batch in range(12):
+        delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("silver_clickstream", now, batch)])
+    compacted = delta_store.open_table(table)
+    compacted.optimize.compact()  # 12 files into 1: the 12 are no longer referenced
+    files = lambda: {p.name for p in table.iterdir() if p.name.endswith(".parquet")}  # noqa: E731
+    assert len(files()) == 13
+    three_hours_ago = time.time() - 3 * 3600
+    commit = table / "_delta_log" / f"{compacted.version():020d}.json"  # its removes dated three hours ago
+    commit.write_text(re.sub(r'"deletionTimestamp":\d+', f'"deletionTimestamp":{int(three_hours_ago * 1000)}',
+                             commit.read_text()))
+    for path in (table / "_delta_log").iterdir():  # and every commit made then
+        os.utime(path, (three_hours_ago, three_hours_ago))
+    commits = len([c for c in (table / "_delta_log").iterdir() if c.name.endswith(".json")])
+
+    def history(kept: dict) -> tuple[str, dict]:
+        done = {r["operation"]: r for r in kept if r["table"] == f"_ops/{PROGRESS_TABLE}"}
+        return done["vacuum"]["detail"], done["log cleanup"]
+
+    vacuum, log = history(maintain_ops_tables(settings, "m-day"))  # the default: a day
+    assert vacuum == "retention 24 hours: deleted 0 unreferenced files" and log["files_after"] >= commits
+    assert len(files()) == 13
+    monkeypatch.setenv("LAKEHOUSE_OPS_HISTORY_HOURS", "2")
+    from include.settings import load_settings
+
+    two = replace(settings, ops_history_hours=load_settings().ops_history_hours)
+    vacuum, log = history(maintain_ops_tables(two, "m-2h"))
+    assert vacuum == "retention 2 hours: deleted 12 unreferenced files" and len(files()) == 1
+    assert log["files_after"] < commits and "older than 2 hours deleted" in log["detail"]
+    assert delta_store.open_table(table).metadata().configuration["delta.logRetentionDuration"] == "interval 2 hours"
+    assert sorted(r["batch_id"] for r in delta_store.read_table(table).to_pylist()) == list(range(12))
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "a day"])
+def test_a_bad_ops_history_is_named(monkeypatch, value):
+    from include.settings import load_settings
+
+    monkeypatch.setenv("LAKEHOUSE_OPS_HISTORY_HOURS", value)
+    with pytest.raises(ValueError, match=f"LAKEHOUSE_OPS_HISTORY_HOURS must be a positive whole number of hours, "
+                                         f"got '{value}'"):
+        load_settings()

@@ -7,15 +7,15 @@ Per table, with delta-rs (the engine that writes them; appends beside it do not 
 - retention: `_ops/query_progress` rows older than ``LAKEHOUSE_PROGRESS_RETENTION_DAYS`` (default 7) are deleted;
   the other operational tables keep their rows (they are small, and audits and ledgers are history);
 - optimize: the small files compacted into few;
-- vacuum: files no longer referenced and older than :data:`VACUUM_HOURS` deleted (only delta-rs reads these tables,
-  at their latest version: no time travel to keep);
-- log cleanup: a log checkpoint, then the commit files older than :data:`LOG_RETENTION` that precede the newest
+- vacuum: files no longer referenced and older than ``LAKEHOUSE_OPS_HISTORY_HOURS`` (default 24) deleted (only
+  delta-rs reads these tables, at their latest version: no time travel to keep);
+- log cleanup: a log checkpoint, then the commit files older than the same hours that precede the newest
   checkpoint deleted (the table's ``delta.logRetentionDuration`` is set to it; delta-rs also writes a checkpoint
   every 100 commits).
 
-So after a maintenance an operational table holds its rows in a few files, plus what the last day made (its
-commits, the files replaced since the vacuum's retention), whatever time it has run for: with the default daily
-maintenance, at most about two days of commits (tested: tests/test_ops_retention.py). `lakehouse maintain` (every table) and the
+So after a maintenance an operational table holds its rows in a few files, plus what the last
+``LAKEHOUSE_OPS_HISTORY_HOURS`` made (its commits, the files replaced since), whatever time it has run for: with the
+defaults (a daily maintenance, 24 hours), at most about two days of commits (tested: tests/test_ops_retention.py). `lakehouse maintain` (every table) and the
 `lakehouse_maintenance` DAG run it after the registry's tables; each operation is a row in `_ops/maintenance`.
 """
 
@@ -35,8 +35,6 @@ from include.storage import delta as delta_store
 
 OPS_TABLES = (PROGRESS_TABLE, LEDGER_TABLE, ALERTS_TABLE, AUDIT_TABLE, MAINTENANCE_TABLE, RESULTS_TABLE)
 RETAINED = {PROGRESS_TABLE: "progress_time"}  # tables whose old rows go, by this time column
-VACUUM_HOURS = 24
-LOG_RETENTION = "interval 1 days"
 
 
 def maintain_ops_tables(settings: Settings, run_id: str, now: datetime | None = None) -> list[dict]:
@@ -53,8 +51,8 @@ def maintain_ops_tables(settings: Settings, run_id: str, now: datetime | None = 
             rows.append(maintenance_log.timed(base, "retention", lambda p=path, c=RETAINED[name], t=cutoff:
                                               _delete_before(p, c, t, settings.progress_retention_days)))
         rows.append(maintenance_log.timed(base, "optimize", lambda p=path: _compact(p)))
-        rows.append(maintenance_log.timed(base, "vacuum", lambda p=path: _vacuum(p)))
-        rows.append(maintenance_log.timed(base, "log cleanup", lambda p=path: _clean_log(p)))
+        rows.append(maintenance_log.timed(base, "vacuum", lambda p=path: _vacuum(p, settings.ops_history_hours)))
+        rows.append(maintenance_log.timed(base, "log cleanup", lambda p=path: _clean_log(p, settings.ops_history_hours)))
     maintenance_log.record(settings, rows)
     return rows
 
@@ -76,24 +74,25 @@ def _compact(path) -> dict:
             "version_before": before, "version_after": delta_store.latest_version(path)}
 
 
-def _vacuum(path) -> dict:
+def _vacuum(path, hours: int) -> dict:
     table = delta_store.open_table(path)
-    deleted = table.vacuum(retention_hours=VACUUM_HOURS, dry_run=False, enforce_retention_duration=False)
-    return {"detail": f"retention {VACUUM_HOURS} hours: deleted {len(deleted)} unreferenced files",
+    deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False)
+    return {"detail": f"retention {hours} hours: deleted {len(deleted)} unreferenced files",
             "files_before": None, "files_after": None}
 
 
-def _clean_log(path) -> dict:
+def _clean_log(path, hours: int) -> dict:
+    retention = f"interval {hours} hours"
     table = delta_store.open_table(path)
-    if table.metadata().configuration.get("delta.logRetentionDuration") != LOG_RETENTION:
-        table.alter.set_table_properties({"delta.logRetentionDuration": LOG_RETENTION})
+    if table.metadata().configuration.get("delta.logRetentionDuration") != retention:
+        table.alter.set_table_properties({"delta.logRetentionDuration": retention})
         table = delta_store.open_table(path)
     before = _log_files(path)
     table.create_checkpoint()
     table.cleanup_metadata()
     after = _log_files(path)
     return {"detail": f"checkpoint at version {table.version()}; {before - after} commit files older than "
-                      f"{LOG_RETENTION.removeprefix('interval ')} deleted", "files_before": before, "files_after": after,
+                      f"{hours} hours deleted", "files_before": before, "files_after": after,
             "version_before": table.version(), "version_after": table.version()}
 
 
