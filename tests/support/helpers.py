@@ -74,21 +74,29 @@ def lineage(registry, landing_source: str = "clickstream") -> list[str]:
     return jobs
 
 
-def read_to(settings: Settings, job_id: str) -> int:
-    """The last version of its Delta source the job's checkpoint has read whole (-1 before any)."""
+def read_to(settings: Settings, job_id: str, batch: int | None = None) -> int:
+    """The last version of its Delta source the job's checkpoint has read whole by committed batch `batch` (the
+    latest when None; -1 before any)."""
     from include import checkpoints
     from include.checkpoints.modes import next_unread
 
     checkpoint = settings.layout.checkpoint(job_id)
-    batch = checkpoints.latest_committed_batch(checkpoint)
-    if batch is None:
+    batch = checkpoints.latest_committed_batch(checkpoint) if batch is None else batch
+    if batch is None or batch < 0:
         return -1
     return next_unread(json.loads(checkpoints.source_offsets(checkpoint, batch)[0])) - 1
 
 
 def wait_until_read(settings: Settings, job_id: str, version: int, runner, deadline: float) -> None:
-    """Wait until the live run in thread `runner` has read `version` of its Delta source (it stays alive meanwhile)."""
-    while read_to(settings, job_id) < version:
+    """Wait until the live run in thread `runner` has read `version` of its Delta source and committed one batch
+    more (it stays alive meanwhile). The batch after is the no-data batch that moves the watermark over what was
+    read, as the end of an available-now run does: a stop before it would leave the watermark a batch behind, and
+    the next run's late-row filter where the oracle does not model it. The rows read must move the watermark."""
+    from include import checkpoints
+
+    checkpoint = settings.layout.checkpoint(job_id)
+    while (latest := checkpoints.latest_committed_batch(checkpoint)) is None or read_to(settings, job_id,
+                                                                                         latest - 1) < version:
         assert runner.is_alive() and time.monotonic() < deadline, f"{job_id} did not read version {version}"
         time.sleep(0.2)
 
