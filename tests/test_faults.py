@@ -131,7 +131,7 @@ FAULTS = {
 
 def test_damaged_files_and_bad_settings_end_in_one_line(spark, settings, raw, lakehouse_env, tmp_path):
     """Each fault: exit 2, one line naming the file (or value) and what to do, no trace, nothing changed.
-    Silver keeps its state with changelog checkpointing, gold in snapshots (the shipped default)."""
+    Silver keeps its state with changelog checkpointing, gold in snapshots (available-now runs under the shipped `live`)."""
     raw["jobs"]["silver_clickstream"]["state_store"] = {"changelog_checkpointing": True}
     registry = saved_registry(raw, tmp_path / "changelog_silver.yaml", lakehouse_env)
     generate(settings, events=300, seed=73, files=2)

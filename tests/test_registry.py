@@ -34,7 +34,7 @@ def test_real_registry_loads_in_dependency_order(registry):
     }
     bronze = registry.job("bronze_clickstream")
     assert bronze.output_schema["_source_file"] == "string" and bronze.output_schema["_ingested_at"] == "timestamp"
-    assert bronze.state_store.provider == "rocksdb" and not bronze.state_store.changelog_checkpointing
+    assert bronze.state_store.provider == "rocksdb" and bronze.state_store.changelog_checkpointing == "live"
     assert registry.job("silver_clickstream").source.watermark_seconds == 600
     assert str(bronze.triggers["live"]) == "processing-time=30 seconds"
 
