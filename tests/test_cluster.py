@@ -294,3 +294,45 @@ def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(clu
     assert checkpoints.shuffle_partitions(checkpoint) == 2
     assert_equals_the_oracle(cluster)  # rebuilt from silver on the cluster: the same windows
 
+
+
+def test_the_maintenance_dag_on_the_cluster_cleans_airflow_history_in_postgresql(cluster):
+    """After the runs above: `lakehouse_maintenance` triggered with no tables, run by the scheduler: the tables'
+    maintenance an application of the master, and `clean_airflow_history` (a task of the executor, its `airflow db
+    clean` on PostgreSQL) deletes the backfill run backdated forty days, with its task instances; the newer runs stay."""
+    top = cluster.topology
+
+    def runs(dag_id: str) -> list[str]:
+        connection = postgres.connect(top, user="airflow", database="airflow")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT run_id FROM dag_run WHERE dag_id = %s ORDER BY start_date", (dag_id,))
+                return [r[0] for r in cursor.fetchall()]
+        finally:
+            connection.close()
+
+    [old, *_] = runs("lakehouse_backfill")
+    newer = runs("checkpoint_reset")
+    assert newer, "runs after the tests above"
+    connection = postgres.connect(top, user="airflow", database="airflow")
+    try:
+        with connection.cursor() as cursor:  # the backfill run made forty days ago
+            for table in ("dag_run", "task_instance"):
+                cursor.execute(f"UPDATE {table} SET start_date = start_date - interval '40 days' "  # noqa: S608
+                               "WHERE dag_id = 'lakehouse_backfill' AND run_id = %s", (old,))
+        connection.commit()
+    finally:
+        connection.close()
+    run_id = cluster.api.trigger("lakehouse_maintenance", {})
+    state = cluster.api.wait("lakehouse_maintenance", run_id, timeout=600)
+    tasks = cluster.api.task_states("lakehouse_maintenance", run_id)
+    assert state == "success" and tasks == {"optimize_and_vacuum": "success", "clean_airflow_history": "success"}, tasks
+    assert old not in runs("lakehouse_backfill") and runs("checkpoint_reset") == newer
+    assert run_id in runs("lakehouse_maintenance")
+    connection = postgres.connect(top, user="airflow", database="airflow")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM task_instance WHERE run_id = %s", (old,))
+            assert cursor.fetchone() == (0,)
+    finally:
+        connection.close()
