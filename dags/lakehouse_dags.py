@@ -267,10 +267,6 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 
 - **Operational tables** (when `tables` is empty): `_ops/query_progress` rows older than
   `LAKEHOUSE_PROGRESS_RETENTION_DAYS` deleted; every `_ops` table compacted, vacuumed and its commit log cleaned.
-- **Airflow's own history** (when `tables` is empty; task `clean_airflow_history`): this project's DAG runs
-  older than `LAKEHOUSE_AIRFLOW_HISTORY_DAYS` (30) deleted from Airflow's metadata database with their task
-  instances, XComs and log rows (`airflow db clean`; each DAG's latest scheduled run stays), and their task log
-  files (`lakehouse_live` alone makes 288 runs a day).
 - **Params**: `tables`, the tables to maintain (empty: all of them).
 - **Safe beside running jobs**: appends and VACUUM do not conflict with compaction; a table whose writer is
   running and upserts (MERGE) is not compacted this time (recorded as skipped, with the holder).
@@ -281,7 +277,7 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 
 with DAG(
     dag_id="lakehouse_maintenance",
-    description="Daily compaction (OPTIMIZE) and VACUUM of every Delta table the jobs write; Airflow history cleanup.",
+    description="Daily compaction (OPTIMIZE) and VACUUM of every Delta table the jobs write.",
     schedule=on_cron("@daily"),
     catchup=False,
     max_active_runs=1,
@@ -292,15 +288,6 @@ with DAG(
                             description="Tables to maintain; leave empty to maintain every table.")},
 ) as maintenance:
     MaintenanceOperator(task_id="optimize_and_vacuum", settings=SETTINGS, doc_md=MAINTENANCE_DOC)
-
-    @task(task_id="clean_airflow_history", doc_md="This project's Airflow runs and task logs older than "
-          "`LAKEHOUSE_AIRFLOW_HISTORY_DAYS` deleted (skipped when the run names tables).")
-    def clean_airflow_history(params: dict | None = None) -> dict:
-        from include.airflow.tasks import clean_airflow_history as clean
-
-        return clean(params)
-
-    clean_airflow_history()
 
 
 CHECKPOINT_FORM = "The action"

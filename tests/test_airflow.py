@@ -79,8 +79,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert {a.name for a in quality.timetable.asset_condition.objects} == {
         registry.job(j).sink.table for j in gold_jobs}
     maintenance = bag.dags["lakehouse_maintenance"]
-    maintain = maintenance.get_task("optimize_and_vacuum")
-    assert {t.task_id for t in maintenance.tasks} == {"optimize_and_vacuum", "clean_airflow_history"}
+    [maintain] = maintenance.tasks
     assert maintain.application.endswith("spark_jobs/entrypoints/maintain_tables.py") and maintain._conn_id == "spark_default"
     assert maintenance.params.get_param("tables").schema["items"]["enum"] == registry.tables_written()
     from include.checkpoints.request import APPLIED_MODES
@@ -120,7 +119,7 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
             assert task.doc_md and task.owner == "data-platform"
             assert task.on_failure_callback
     assert all(t.retries >= 1 for t in backfill.tasks)
-    spark_tasks = [*(backfill.get_task(j) for j in ("run_jobs", *registry.order)), maintenance.get_task("optimize_and_vacuum"),
+    spark_tasks = [*(backfill.get_task(j) for j in ("run_jobs", *registry.order)), *maintenance.tasks,
                    bag.dags["checkpoint_reset"].get_task("apply"), bag.dags["checkpoint_reset"].get_task("verify")]
     assert {t.pool for t in spark_tasks} == {"lakehouse_spark"}  # Spark drivers at once: the pool's slots
     # the report link is on the tasks that validate something, and only there
@@ -223,57 +222,6 @@ def test_maintenance_dag_compacts_the_selected_tables(spark, settings, small_bat
     assert {(r["table"], r["operation"], r["outcome"], r["run_id"]) for r in done} == {
         ("bronze/clickstream", "optimize", "done", run.run_id), ("bronze/clickstream", "vacuum", "done", run.run_id)}
     assert next(r for r in done if r["operation"] == "optimize")["files_before"] == 2
-
-
-def test_the_maintenance_deletes_this_projects_old_airflow_runs_and_task_logs(settings, fresh_assets):
-    import os
-    import time
-
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState
-    from sqlalchemy import select, update
-
-    from include.airflow.history import PROJECT_DAG_IDS, task_log_folder
-
-    bag = dagbag()
-    assert set(bag.dags) == set(PROJECT_DAG_IDS)  # a new DAG's history is cleaned too
-    clean = bag.dags["lakehouse_maintenance"].partial_subset(task_ids=["clean_airflow_history"])
-    old = clean.test()
-    assert old.state == DagRunState.SUCCESS
-    forty_days_ago = time.time() - 40 * 86400
-    with create_session() as session:  # that run made forty days ago
-        for table in (DagRun, TaskInstance):
-            session.execute(update(table).where(table.run_id == old.run_id).values(
-                start_date=time_at(forty_days_ago)))
-    folder = task_log_folder()
-    logs = {name: folder / f"dag_id={dag}" / f"run_id={run}" / "task_id=t" / "attempt=1.log" for name, dag, run in (
-        ("ours old", "lakehouse_live", "scheduled__old"), ("ours new", "lakehouse_live", "scheduled__new"),
-        ("another project's", "not_ours", "scheduled__old"))}
-    for name, path in logs.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(name)
-        if name != "ours new":
-            os.utime(path, (forty_days_ago, forty_days_ago))
-
-    new = clean.test()
-    assert new.state == DagRunState.SUCCESS
-    with create_session() as session:
-        runs = set(session.scalars(select(DagRun.run_id).where(DagRun.dag_id == "lakehouse_maintenance")))
-        tries = set(session.scalars(select(TaskInstance.run_id).where(TaskInstance.dag_id == "lakehouse_maintenance")))
-    assert old.run_id not in runs | tries and new.run_id in runs and new.run_id in tries
-    assert {name for name, path in logs.items() if path.exists()} == {"ours new", "another project's"}
-    assert not (folder / "dag_id=lakehouse_live" / "run_id=scheduled__old").exists()  # its empty folders too
-    named = clean.test(run_conf={"tables": ["bronze/clickstream"]})  # a run for some tables only: not this task
-    with create_session() as session:
-        assert session.scalar(select(TaskInstance.state).where(TaskInstance.run_id == named.run_id)) == "skipped"
-
-
-def time_at(seconds: float):
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 class Approver:

@@ -25,20 +25,6 @@ def validate_tables(tables: list[str], full: bool = False, origin: str | None = 
     return ("FAILED: " + ", ".join(failures)) if failures else "passed", report.report_page(), failures
 
 
-def clean_airflow_history(params: dict | None = None) -> dict:
-    """Task body of `lakehouse_maintenance`: this project's Airflow runs and task logs older than
-    LAKEHOUSE_AIRFLOW_HISTORY_DAYS deleted (include/airflow/history.py); skipped when the run names tables."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from include.airflow.history import PROJECT_DAG_IDS
-    from include.airflow.history import clean_airflow_history as clean
-
-    if (params or {}).get("tables"):
-        raise AirflowSkipException("the run maintains the tables it names only")
-    settings, _ = load()
-    return clean(list(PROJECT_DAG_IDS), settings.airflow_history_days)
-
-
 def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[str, str]:
     """Task body of `lakehouse_live`, for a group of live jobs (one driver) or a job alone: per job, stop or start it
     on request, else supervise it per its policy; a line per job in the log. Fails, once every job is seen to, when a
