@@ -13,9 +13,10 @@ Per table, with delta-rs (the engine that writes them; appends beside it do not 
   checkpoint deleted (the table's ``delta.logRetentionDuration`` is set to it; delta-rs also writes a checkpoint
   every 100 commits).
 
-So after a maintenance an operational table holds its rows in a few files, plus what the last
-``LAKEHOUSE_OPS_HISTORY_HOURS`` made (its commits, the files replaced since), whatever time it has run for: with the
-defaults (a daily maintenance, 24 hours), at most about two days of commits (tested: tests/test_ops_retention.py). `lakehouse maintain` (every table) and the
+So after a maintenance an operational table holds its rows in a few files, plus the commits of the last
+``LAKEHOUSE_OPS_HISTORY_HOURS`` and the files replaced in those hours and up to one maintenance interval before (a
+maintenance's replaced files stay until one finds them older than the hours), whatever time it has run for
+(tested: tests/test_ops_retention.py; measured: bench/soak.py). `lakehouse maintain` (every table) and the
 `lakehouse_maintenance` DAG run it after the registry's tables; each operation is a row in `_ops/maintenance`.
 """
 
