@@ -96,6 +96,7 @@ test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
 airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse airflow-setup
+	$(VENV)/bin/lakehouse airflow-history
 	$(VENV)/bin/lakehouse airflow standalone
 
 # The production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone cluster, Kafka.

@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     airflow = sub.add_parser("airflow", help="run an airflow command with this project's DAGs and connections")
     airflow.add_argument("airflow_args", nargs=argparse.REMAINDER)
 
+    history = sub.add_parser("airflow-history", help="delete Airflow's runs, task instances and log files older "
+                                                     "than LAKEHOUSE_AIRFLOW_HISTORY_DAYS (airflow db clean)")
+    history.add_argument("--every", type=arguments.positive_int, metavar="MINUTES",
+                         help="clean again every MINUTES, for ever (the cluster's `airflow-history` part: 60)")
     sub.add_parser("summary", help="rows per table, state rows, quarantined lines")
 
     quality = sub.add_parser("quality", help="Great Expectations checks of the gold tables (and bronze's rescued fields)")
@@ -334,6 +338,15 @@ def cmd_airflow(settings: Settings, args: argparse.Namespace) -> int:
     return 1  # not reached
 
 
+def cmd_airflow_history(settings: Settings, args: argparse.Namespace) -> int:
+    from include.airflow.history import clean_history, keep_cleaning
+
+    if args.every:
+        keep_cleaning(settings, args.every)
+    sys.stdout.write(clean_history(settings).render() + "\n")
+    return 0
+
+
 def cmd_summary(settings: Settings, args: argparse.Namespace) -> int:
     from include.summary import summarize
 
@@ -514,11 +527,13 @@ def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
+    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup,
+    "airflow-history": cmd_airflow_history, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
     "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
 }
-# Commands that start or stop servers: they run whatever the state of an S3 root (`demo` starts its store first)
-WITHOUT_ROOT = ("storage", "kafka", "cluster", "demo")
+# Commands that start or stop servers, or touch only Airflow: they run whatever the state of an S3 root (`demo`
+# starts its store first)
+WITHOUT_ROOT = ("storage", "kafka", "cluster", "demo", "airflow-history")
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:

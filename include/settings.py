@@ -29,6 +29,7 @@
 | LAKEHOUSE_LOG_BACKUPS            | 3                               | rotated logs kept per driver log (`.1` newest); the oldest is deleted |
 | LAKEHOUSE_PROGRESS_RETENTION_DAYS| 7                               | `_ops/query_progress` rows older than this are deleted by the maintenance (include/ops/ops_maintenance.py) |
 | LAKEHOUSE_OPS_HISTORY_HOURS      | 24                              | the maintenance keeps the operational tables' (`_ops/*`) replaced files and commits this long: after it, each holds its rows in a few files plus this many hours of commits |
+| LAKEHOUSE_AIRFLOW_HISTORY_DAYS   | 30                              | `lakehouse airflow-history` (the cluster's `airflow-history` part, hourly) deletes Airflow's runs, task instances and log files older than this |
 | LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
 """
 
@@ -84,6 +85,7 @@ class Settings:
     log_backups: int = 3  # rotated logs kept per driver log
     progress_retention_days: int = 7  # _ops/query_progress rows older than this are deleted by the maintenance
     ops_history_hours: int = 24  # the maintenance keeps the _ops tables' replaced files and commits this long
+    airflow_history_days: int = 30  # Airflow's runs and task logs kept this long (include/airflow/history.py)
     lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
     host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
     s3: S3Config = S3Config()
@@ -202,6 +204,9 @@ def load_settings() -> Settings:
     ops_history = _env("LAKEHOUSE_OPS_HISTORY_HOURS", "24")
     if not ops_history.isdigit() or int(ops_history) < 1:
         raise ValueError(f"LAKEHOUSE_OPS_HISTORY_HOURS must be a positive whole number of hours, got {ops_history!r}")
+    airflow_history = _env("LAKEHOUSE_AIRFLOW_HISTORY_DAYS", "30")
+    if not airflow_history.isdigit() or int(airflow_history) < 1:
+        raise ValueError(f"LAKEHOUSE_AIRFLOW_HISTORY_DAYS must be a positive whole number of days, got {airflow_history!r}")
     return Settings(
         root=root,
         s3=s3,
@@ -231,6 +236,7 @@ def load_settings() -> Settings:
         log_backups=int(log_backups),
         progress_retention_days=int(retention),
         ops_history_hours=int(ops_history),
+        airflow_history_days=int(airflow_history),
     )
 
 

@@ -193,3 +193,57 @@ def test_the_demo_on_s3_starts_its_store_and_equals_the_local_demo(demo, registr
         assert f"data quality report: {s3.layout.data_docs / 'index.html'}" in result.stdout
     finally:
         run_cli(["storage", "down"], env, timeout=120)
+
+
+def test_airflow_history_older_than_its_days_is_deleted_with_its_logs(demo, tmp_path):
+    """`lakehouse airflow-history` on a copy of the session's Airflow (SQLite, after the demo): the demo's
+    `lakehouse_backfill` run backdated forty days, with its task logs, is kept at LAKEHOUSE_AIRFLOW_HISTORY_DAYS=50
+    and deleted at 30 with its task instances and log folders; the other runs and a newer log stay."""
+    import os
+    import sqlite3
+    import time
+    from pathlib import Path
+
+    succeeded(demo)
+    source, home = Path(os.environ["AIRFLOW_HOME"]), tmp_path / "airflow"
+    home.mkdir()
+    with sqlite3.connect(source / "airflow.db") as live, sqlite3.connect(home / "airflow.db") as copy:
+        live.backup(copy)
+    # `dags test` ran the tasks in its own process, logging to its output: the run's task logs are laid out here as
+    # the executor writes them (the cluster's test deletes the ones its executor wrote)
+    run_logs = home / "logs" / "dag_id=lakehouse_backfill" / f"run_id={demo.run_id}"
+    forty_days_ago = time.time() - 40 * 86400
+    with sqlite3.connect(home / "airflow.db") as db:
+        task_ids = [r[0] for r in db.execute("SELECT task_id FROM task_instance WHERE run_id = ?", (demo.run_id,))]
+    for task_id in task_ids:
+        path = run_logs / f"task_id={task_id}" / "attempt=1.log"
+        path.parent.mkdir(parents=True)
+        path.write_text(f"{task_id}'s log")
+        os.utime(path, (forty_days_ago, forty_days_ago))
+    newer = home / "logs" / "dag_id=lakehouse_live" / "run_id=scheduled__now" / "task_id=check" / "attempt=1.log"
+    newer.parent.mkdir(parents=True)
+    newer.write_text("a newer run's log")
+
+    def runs() -> tuple[int, int, int]:
+        """(the demo run's rows, its task instances, other runs)"""
+        with sqlite3.connect(home / "airflow.db") as db:
+            return tuple(db.execute(sql, (demo.run_id,)).fetchone()[0] for sql in (
+                "SELECT count(*) FROM dag_run WHERE run_id = ?", "SELECT count(*) FROM task_instance WHERE run_id = ?",
+                "SELECT count(*) FROM dag_run WHERE run_id != ?"))
+
+    with sqlite3.connect(home / "airflow.db") as db:
+        for table in ("dag_run", "task_instance"):
+            db.execute(f"UPDATE {table} SET start_date = strftime('%Y-%m-%d %H:%M:%f', start_date, '-40 days') "  # noqa: S608
+                       "WHERE run_id = ?", (demo.run_id,))
+    demo_run, tasks, others = runs()
+    assert demo_run == 1 and tasks >= 4, (demo_run, tasks)
+    logs = len(list(run_logs.rglob("*.log")))
+    env = {**demo.env, "AIRFLOW_HOME": str(home), "LAKEHOUSE_AIRFLOW_HISTORY_DAYS": "50"}
+    kept = run_cli(["airflow-history"], env)
+    assert kept.returncode == 0 and "0 log files" in kept.stdout, kept.stdout + kept.stderr[-3000:]
+    assert runs() == (1, tasks, others) and len(list(run_logs.rglob("*.log"))) == logs
+
+    cleaned = run_cli(["airflow-history"], {**env, "LAKEHOUSE_AIRFLOW_HISTORY_DAYS": "30"})
+    assert cleaned.returncode == 0 and f" {logs} log files" in cleaned.stdout, cleaned.stdout + cleaned.stderr[-3000:]
+    assert runs() == (0, 0, others)
+    assert not run_logs.exists() and newer.read_text() == "a newer run's log"

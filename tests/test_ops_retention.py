@@ -112,11 +112,14 @@ def test_the_ops_history_kept_is_a_setting(settings, monkeypatch):
     assert sorted(r["batch_id"] for r in delta_store.read_table(table).to_pylist()) == list(range(12))
 
 
-@pytest.mark.parametrize("value", ["0", "1.5", "a day"])
-def test_a_bad_ops_history_is_named(monkeypatch, value):
+@pytest.mark.parametrize(("variable", "unit", "value"), [
+    ("LAKEHOUSE_OPS_HISTORY_HOURS", "hours", "0"), ("LAKEHOUSE_OPS_HISTORY_HOURS", "hours", "1.5"),
+    ("LAKEHOUSE_OPS_HISTORY_HOURS", "hours", "a day"), ("LAKEHOUSE_AIRFLOW_HISTORY_DAYS", "days", "0"),
+    ("LAKEHOUSE_AIRFLOW_HISTORY_DAYS", "days", "a month")])
+def test_a_bad_history_setting_is_named(monkeypatch, variable, unit, value):
+    """The operational tables' (here) and Airflow's (include/airflow/history.py) history settings."""
     from include.settings import load_settings
 
-    monkeypatch.setenv("LAKEHOUSE_OPS_HISTORY_HOURS", value)
-    with pytest.raises(ValueError, match=f"LAKEHOUSE_OPS_HISTORY_HOURS must be a positive whole number of hours, "
-                                         f"got '{value}'"):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=f"{variable} must be a positive whole number of {unit}, got '{value}'"):
         load_settings()
