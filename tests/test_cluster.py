@@ -158,7 +158,8 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert all(part["up"] for part in info["parts"].values()), info["parts"]
     assert all(part["restarts"] == 0 for name, part in info["parts"].items() if name.startswith("airflow-"))
     assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
-                                  "airflow-triggerer", "spark-master", "spark-worker-1", "spark-worker-2", "kafka"}
+                                  "airflow-triggerer", "airflow-history", "spark-master", "spark-worker-1", "spark-worker-2",
+                                  "kafka"}
     assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
     assert info["lakehouse_root"] == cluster.settings.root.uri
     assert info["spark_master"] == "spark://127.0.0.1:7077"
@@ -294,3 +295,51 @@ def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(clu
     assert checkpoints.shuffle_partitions(checkpoint) == 2
     assert_equals_the_oracle(cluster)  # rebuilt from silver on the cluster: the same windows
 
+
+
+def test_the_history_part_deletes_airflow_runs_and_logs_older_than_its_days(cluster):
+    """After the runs above: the checkpoint action's run backdated forty days in PostgreSQL, with its task logs. The
+    `airflow-history` part (`lakehouse airflow-history --every 60` under its keeper, outside Airflow's tasks) cleans
+    when it starts: SIGKILLed, started again by its keeper, it deletes that run with its task instances and log
+    folder (LAKEHOUSE_AIRFLOW_HISTORY_DAYS: 30); the backfill's run and its logs stay."""
+    import time
+
+    top = cluster.topology
+
+    def query(sql: str, *params) -> list[tuple]:
+        connection = postgres.connect(top, user="airflow", database="airflow")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall() if cursor.description else []
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+
+    backfill = query("SELECT run_id FROM dag_run WHERE dag_id = 'lakehouse_backfill' ORDER BY run_id")
+    assert backfill and query("SELECT count(*) FROM dag_run WHERE dag_id = 'checkpoint_reset'")[0][0] >= 1
+    for table in ("dag_run", "task_instance"):
+        query(f"UPDATE {table} SET start_date = start_date - interval '40 days' "  # noqa: S608
+              "WHERE dag_id = 'checkpoint_reset'")
+    old_logs = top.airflow_home / "logs" / "dag_id=checkpoint_reset"
+    forty_days_ago = time.time() - 40 * 86400
+    for path in old_logs.rglob("*.log"):
+        os.utime(path, (forty_days_ago, forty_days_ago))
+    assert list(old_logs.rglob("*.log")), "the action's task logs"
+    history = airflow_services.daemon(top, "history")
+
+    def cleanings() -> int:
+        return history.log_file.read_text(errors="replace").count("Airflow history before ")
+
+    assert cleanings() >= 1, "it cleaned when the cluster started"
+    before, killed = cleanings(), history.kept_pid()
+    os.kill(killed, signal.SIGKILL)
+    wait_for(lambda: cleanings() > before, 180, "the history part, started again, to clean", interval=1)
+    assert query("SELECT count(*) FROM dag_run WHERE dag_id = 'checkpoint_reset'") == [(0,)]
+    assert query("SELECT count(*) FROM task_instance WHERE dag_id = 'checkpoint_reset'") == [(0,)]
+    assert query("SELECT run_id FROM dag_run WHERE dag_id = 'lakehouse_backfill' ORDER BY run_id") == backfill
+    assert not old_logs.exists()
+    assert list((top.airflow_home / "logs" / "dag_id=lakehouse_backfill").rglob("*.log"))
+    shown = json.loads(run_cli(["cluster", "status", "--json"], cluster.env).stdout)["parts"]["airflow-history"]
+    assert shown["up"] and shown["restarts"] == 1 and f"pid {killed} exited with code -9" in shown["last_restart"]

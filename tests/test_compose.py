@@ -55,6 +55,12 @@ def test_airflow_components_restart_as_under_the_clusters_keeper():
     for component in COMPONENTS:
         service = "airflow-apiserver" if component == "api-server" else f"airflow-{component}"
         assert services[service].get("restart") == "always", service
+    from include.cluster.airflow_services import HISTORY_COMMAND
+
+    history = services["airflow-history"]  # runs what the cluster's `history` part runs, on the same settings
+    assert history["command"] == ["lakehouse", *HISTORY_COMMAND]
+    assert history["environment"] is services["airflow-scheduler"]["environment"]
+    assert "airflow-home:/opt/airflow" in history["volumes"]  # the task logs it deletes
 
 
 def test_image_installs_the_pinned_requirements_and_delta_jars():

@@ -1,15 +1,19 @@
-"""Airflow 3's components as separate processes on PostgreSQL: api-server, scheduler, dag-processor, triggerer."""
+"""Airflow 3's components as separate processes on PostgreSQL: api-server, scheduler, dag-processor, triggerer; and
+`history`, which keeps Airflow's runs and logs to LAKEHOUSE_AIRFLOW_HISTORY_DAYS (include/airflow/history.py)."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 from include.airflow.environment import CONNECTIONS_FILE, airflow_command, airflow_environment
 from include.cluster.daemons import Daemon, get_json
 from include.cluster.topology import AIRFLOW_USER, HOST, Topology, airflow_settings, cluster_connections
 from include.settings import Settings
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "history")
+HISTORY_EVERY_MINUTES = 60
+HISTORY_COMMAND = ["airflow-history", "--every", str(HISTORY_EVERY_MINUTES)]  # a `lakehouse` command
 HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 
 
@@ -31,10 +35,16 @@ def write_files(top: Topology) -> None:
     top.connections_file.write_text(json.dumps(connections, indent=2) + "\n")
 
 
+def command(top: Topology, component: str) -> list[str]:
+    if component == "history":
+        return [sys.executable, "-m", "include.cli", *HISTORY_COMMAND]
+    return airflow_command() + [component] + (
+        ["--host", HOST, "--port", str(top.ports.airflow)] if component == "api-server" else [])
+
+
 def start(settings: Settings, top: Topology, component: str) -> None:
-    args = [component] + (["--host", HOST, "--port", str(top.ports.airflow)] if component == "api-server" else [])
     # kept: Airflow's components exit when PostgreSQL goes away and count on a supervisor to start them again
-    daemon(top, component).start(airflow_command() + args, env=environment(settings, top), cwd=top.airflow_home,
+    daemon(top, component).start(command(top, component), env=environment(settings, top), cwd=top.airflow_home,
                                  kept=True)
 
 
@@ -44,8 +54,13 @@ def health(top: Topology) -> dict | None:
 
 
 def answers(top: Topology, component: str, report: dict | None) -> bool:
-    """The component runs and (but for the API server, which answers itself) reports healthy."""
-    if daemon(top, component).running_pid() is None or report is None:
+    """The component runs and (but for the API server, which answers itself, and `history`, a loop) reports
+    healthy."""
+    if daemon(top, component).running_pid() is None:
+        return False
+    if component == "history":
+        return True
+    if report is None:
         return False
     if component == "api-server":
         return True

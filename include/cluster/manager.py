@@ -229,7 +229,7 @@ def _recorded_workers(top: Topology) -> int:
 
 def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
     """Stop `parts` in the cluster's stop order; the ones that ran."""
-    order = ([f"airflow-{c}" for c in ("scheduler", "triggerer", "dag-processor", "api-server")]
+    order = ([f"airflow-{c}" for c in ("history", "scheduler", "triggerer", "dag-processor", "api-server")]
              + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
              + ["spark-master", "kafka", "postgres", "s3"])
     stopped = []
