@@ -527,8 +527,8 @@ def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "generate": cmd_generate, "run": cmd_run, "demo": cmd_demo, "summary": cmd_summary, "stop": cmd_stop,
-    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup,
-    "airflow-history": cmd_airflow_history, "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
+    "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "airflow-history": cmd_airflow_history,
+    "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
     "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
 }
 # Commands that start or stop servers, or touch only Airflow: they run whatever the state of an S3 root (`demo`
