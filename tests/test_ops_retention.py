@@ -10,7 +10,9 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from include.ops.alerts import ALERTS_TABLE
 from include.ops.maintenance_log import MAINTENANCE_TABLE
@@ -123,3 +125,39 @@ def test_a_bad_history_setting_is_named(monkeypatch, variable, unit, value):
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValueError, match=f"{variable} must be a positive whole number of {unit}, got '{value}'"):
         load_settings()
+
+
+def test_a_handle_opened_before_the_maintenance_cleaned_the_log_is_opened_again(settings):
+    """A live driver's handle on `_ops/query_progress` (TableHandles: opened once, brought up to date on each
+    batch), then the maintenance: a checkpoint, the commits older than the history kept deleted. The handle named
+    those commits (delta-rs read them again after its next commit: a live job failed its batch in the fourth soak);
+    the next use opens the table again from the new checkpoint, and the appends through it land once each."""
+    table = settings.layout.ops_table(PROGRESS_TABLE)
+    now = datetime.now(UTC)
+    handles = delta_store.TableHandles()
+    delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("silver_clickstream", now, 0)])
+    first = handles.latest(table)
+    for batch in range(1, 6):
+        delta_store.append_rows(table, PROGRESS_SCHEMA, [progress("silver_clickstream", now, batch)])
+        assert handles.latest(table) is first  # no checkpoint since: the same handle, brought up to date
+    hourly = replace(settings, ops_history_hours=1)
+
+    def log_cleanup(run_id: str) -> dict:
+        return {r["operation"]: r for r in maintain_ops_tables(hourly, run_id)
+                if r["table"] == f"_ops/{PROGRESS_TABLE}"}["log cleanup"]
+
+    log_cleanup("m-1")  # a checkpoint; nothing older than the hour before it yet
+    three_hours_ago = time.time() - 3 * 3600
+    for path in (table / "_delta_log").iterdir():  # ... then made three hours ago
+        os.utime(path, (three_hours_ago, three_hours_ago))
+    cleaned = log_cleanup("m-2")
+    assert cleaned["files_after"] < cleaned["files_before"]  # the commits the handle was opened on are gone
+    assert not (table / "_delta_log" / f"{0:020d}.json").exists()
+    again = handles.latest(table)
+    assert again is not first and again.version() == delta_store.latest_version(table)
+    for batch in range(6, 9):
+        write_deltalake(again, pa.Table.from_pylist([progress("silver_clickstream", now, batch)],
+                                                    schema=delta_store.arrow_schema(PROGRESS_SCHEMA)), mode="append")
+        assert handles.latest(table) is again
+    rows = delta_store.read_table(table, columns=["batch_id"]).column("batch_id").to_pylist()
+    assert sorted(rows) == list(range(9))

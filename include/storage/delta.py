@@ -88,11 +88,14 @@ class TableHandles:
     Opening a table replays its log from the last checkpoint (on object storage: a listing and a read per commit
     since, up to a hundred for a table delta-rs writes); an update reads only the commits since the handle's
     version. A table moved, restored from a copy or recreated under a handle is opened again: its version's commit
-    file must still be there (one small request per use).
+    file must still be there (one small request per use). So is a table checkpointed since the handle was opened
+    (`_last_checkpoint` changed: one more small read per use): the handle's snapshot still names the commits before
+    that checkpoint, which the log's retention then deletes (delta-rs re-reads them after a commit: a live driver's
+    handle, opened when it started, failed its batch an hour later, the first soak with a 1-hour `_ops` history).
     """
 
     def __init__(self) -> None:
-        self._tables: dict[str, DeltaTable] = {}
+        self._tables: dict[str, tuple[DeltaTable, str | None]] = {}  # uri: (handle, _last_checkpoint when opened)
 
     def holds(self, path: Location) -> bool:
         return location(path)[0] in self._tables
@@ -100,18 +103,30 @@ class TableHandles:
     def latest(self, path: Location) -> DeltaTable:
         """The table at `path` at its latest version."""
         uri, options = location(path)
-        table = self._tables.pop(uri, None)
+        log_dir = as_storage(path) / "_delta_log"
+        table, opened_at = self._tables.pop(uri, (None, None))
+        checkpoint = _last_checkpoint(log_dir)
+        if table is not None and checkpoint != opened_at:
+            table = None
         if table is not None:
             try:
                 table.update_incremental()  # refuses a log older than the handle
             except DeltaError:
                 table = None
-        if table is not None and not (as_storage(path) / "_delta_log" / f"{table.version():020d}.json").exists():
+        if table is not None and not (log_dir / f"{table.version():020d}.json").exists():
             table = None
         if table is None:  # TableNotFoundError when there is no table
             table = DeltaTable(uri, storage_options=options or None)
-        self._tables[uri] = table
+        self._tables[uri] = (table, checkpoint)
         return table
+
+
+def _last_checkpoint(log_dir: StoragePath) -> str | None:
+    """The table's `_last_checkpoint` hint (its latest checkpoint's version and size), or None before the first."""
+    try:
+        return (log_dir / "_last_checkpoint").read_text()
+    except FileNotFoundError:
+        return None
 
 
 _appending = threading.local()  # this thread's TableHandles for append_rows
