@@ -44,11 +44,10 @@ class HistoryCleaned:
                 f"instances and events (airflow db clean), {self.log_files} log files ({self.log_bytes / 1e6:.1f} MB)")
 
 
-def clean_history(settings: Settings, env: dict[str, str] | None = None,
-                  now: datetime | None = None) -> HistoryCleaned:
+def clean_history(settings: Settings) -> HistoryCleaned:
     """Delete Airflow's metadata rows and log files older than `settings.airflow_history_days`."""
-    env = env or airflow_environment(settings)
-    before = (now or datetime.now(UTC)) - timedelta(days=settings.airflow_history_days)
+    env = airflow_environment(settings)
+    before = datetime.now(UTC) - timedelta(days=settings.airflow_history_days)
     command = airflow_command() + ["db", "clean", "--clean-before-timestamp", before.isoformat(), "--skip-archive",
                                    "--error-on-cleanup-failure", "--yes"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=DB_CLEAN_TIMEOUT_SECONDS)
