@@ -101,15 +101,16 @@ def wait_until_read(settings: Settings, job_id: str, version: int, runner, deadl
         time.sleep(0.2)
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.2):
-    """Poll `condition` until it returns something truthy (returned), or fail after `timeout` seconds."""
+def wait_for(condition, timeout: float, what, interval: float = 0.2):
+    """Poll `condition` until it returns something truthy (returned), or fail after `timeout` seconds naming `what`
+    (a string, or a function giving one then: the state worth seeing when it failed)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
 
 
