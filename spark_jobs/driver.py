@@ -5,6 +5,7 @@ queries side by side (spark_jobs/group_driver.py)."""
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import threading
@@ -19,8 +20,10 @@ log = logging.getLogger("lakehouse")
 
 
 def install_stop_handler() -> threading.Event:
-    """SIGTERM / SIGINT set the returned event: the runner stops at the next batch boundary."""
+    """SIGTERM / SIGINT set the returned event: the runner stops at the next batch boundary. SIGUSR1 writes the
+    stack of every Python thread to the driver's log (its stderr): where a driver that seems stuck is."""
     stop = threading.Event()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     def request_stop(signum, _frame):
         log.info("received %s: stopping at the next batch boundary", signal.Signals(signum).name)

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -72,6 +73,43 @@ def print_driver_logs(settings, lines: int = 150) -> None:
     for path in sorted(settings.layout.job_log("any").parent.glob("*.log")):
         text = [line for line in path.read_text(errors="replace").splitlines() if not line.startswith("\tat ")]
         print(f"--- the end of {path} ---", *text[-lines:], sep="\n")
+
+
+def driver_stacks(settings, pid: int, timeout: float = 10.0) -> list[str]:
+    """Where each Python thread of the driver `pid` is (SIGUSR1: it writes their stacks to its log), a line per thread
+    that runs this project's code: its innermost frame, then the project's frames (innermost first)."""
+    path = settings.layout.job_log("any").parent
+    logs = sorted(path.glob("*.log"))
+    before = {p: p.stat().st_size for p in logs}
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log_path in logs:
+            with log_path.open(errors="replace") as log_file:
+                log_file.seek(before[log_path])
+                dump = log_file.read()
+            if "(most recent call first)" in dump:
+                time.sleep(0.5)  # the dump is written at once; let it end
+                with log_path.open(errors="replace") as log_file:
+                    log_file.seek(before[log_path])
+                    return _threads_of(log_file.read())
+        time.sleep(0.2)
+    return [f"driver {pid} wrote no stacks within {timeout:.0f}s"]
+
+
+def _threads_of(dump: str) -> list[str]:
+    threads, frames = [], []  # frames: (whether the project's, "file:line function")
+    for line in [*dump.splitlines(), ""]:
+        if "(most recent call first)" in line or not line.strip():
+            ours = [frame for own, frame in frames if own]
+            if ours:
+                threads.append(" < ".join(dict.fromkeys([frames[0][1], *ours[:4]])))
+            frames = []
+        elif line.strip().startswith("File "):
+            file, _, rest = line.strip()[6:].partition('", line ')
+            own = "/spark_jobs/" in file or "/include/" in file
+            frames.append((own, f"{file.rsplit('/', 1)[-1]}:{rest.replace(' in ', ' ')}"))
+    return threads
 
 
 def test_the_registry_names_groups_and_refuses_bad_ones(tmp_path):

@@ -55,14 +55,18 @@ def plans(settings, registry, jobs=None) -> dict:
     return {j: plan_job(registry.job(j), registry, settings.layout.checkpoint(j)) for j in jobs or registry.order}
 
 
-def evolution_state(settings, registry, jobs) -> str:
-    """Each job's plan and heartbeat, and the driver's own log lines (not Spark's): what a failed wait says."""
+def evolution_state(settings, registry, jobs, driver: int) -> str:
+    """Each job's plan and heartbeat, where the driver's threads are, and its own log lines (not Spark's): what a
+    failed wait says."""
+    from tests.test_groups import driver_stacks
+
+    stacks = driver_stacks(settings, driver)
     states = {j: (p.mode, (read_heartbeat(settings, j) or {}).get("status"))
               for j, p in plans(settings, registry, jobs).items()}
     path = settings.layout.job_log(GROUP_NAME)
     lines = path.read_text(errors="replace").splitlines() if path.exists() else []
     own = [line[:240] for line in lines if re.match(r"\S+ \S+ (INFO|WARNING|ERROR) (spark_jobs|include|lakehouse)", line)]
-    return "\n".join([f"plans and heartbeats {states}; the driver's last lines:", *own[-30:]])
+    return "\n".join([f"plans and heartbeats {states}; the driver's threads:", *stacks, "its last lines:", *own[-25:]])
 
 
 # --- plans (no Spark) -------------------------------------------------------------------------------
@@ -460,7 +464,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         evolved = build_registry(raw, path)
         wait_for(lambda: {p.mode for p in plans(own, evolved, MEMBERS).values()} == {"resume"}, 180,
-                 lambda: f"bronze and silver to evolve by themselves: {evolution_state(own, evolved, MEMBERS)}")
+                 lambda: f"bronze and silver to evolve by themselves: {evolution_state(own, evolved, MEMBERS, pid)}")
         # written aside, given the field, then moved in: the running bronze sees each file whole
         staged = write_landing(tmp_path / "staged", "clickstream", GeneratorConfig(
             events=300, seed=62, files=1, late_fraction=0.0, start=drop_after(drops)))
