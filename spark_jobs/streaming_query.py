@@ -281,13 +281,15 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
     recorder = recorder_for(spark)
     recorder.track(job.id, settings, str(trigger), state_memory_bytes(spark))
     checkpoint = settings.layout.checkpoint(job.id)
-    starting = None if (checkpoint / "offsets").is_dir() else read_start_position(checkpoint)
+    # no batch planned yet (Spark makes `offsets/` when a query starts): the sources' starting options apply
+    new_checkpoint = checkpoints.latest_offsets_batch(checkpoint) is None
+    starting = read_start_position(checkpoint) if new_checkpoint else None
     written: Counter = Counter()  # rows out per table, over this run's batches
     if starting:
         log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
         build_stream(spark, settings, job, starting, available_now=trigger.available_now,
-                     skip_changes=backfilled_sources(settings, job))
+                     skip_changes=backfilled_sources(settings, job), new_checkpoint=new_checkpoint)
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable
 from functools import reduce
@@ -17,6 +18,8 @@ from include.spark_session import RESCUED_FIELDS_FUNCTION
 from spark_jobs import landing, strict_json
 from spark_jobs.schemas import spark_schema, spark_type
 
+log = logging.getLogger(__name__)
+
 QUARANTINE_REASON = "_quarantine_reason"
 RAW_LINE = "raw_line"
 TEXT_TIME_TYPES = ("timestamp", "date")  # read from JSON as text, then parsed (an unparseable one: quarantined)
@@ -24,13 +27,14 @@ BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the l
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
                   starting: dict[str, str] | None = None, available_now: bool = False,
-                  skip_changes: frozenset[str] = frozenset()) -> DataFrame:
+                  skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False) -> DataFrame:
     """An input stream: landing files (raw lines), Kafka messages, or the new commits of a Delta table (Delta's
     streaming source; its change data feed for an upserted table). A micro-batch admits what the source's limits
     allow under the trigger (a backfill's own limits under available-now: SourceSpec.admission).
     `starting` positions the source of a new checkpoint (Delta: ``startingVersion`` / ``startingTimestamp``;
-    Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`. Delta tables named
-    in `skip_changes` are read with ``skipChangeCommits``: their unread row changes are backfills
+    Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`. Without it, a
+    `new_checkpoint` reads a Delta table from its first commit when that can be done (:func:`first_commit_start`).
+    Delta tables named in `skip_changes` are read with ``skipChangeCommits``: their unread row changes are backfills
     (spark_jobs.rescued_backfill), passed over."""
     reader = spark.readStream
     limits = source.admission(available_now)
@@ -47,9 +51,30 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         reader = reader.option("readChangeFeed", "true")
     if source.name in skip_changes:
         reader = reader.option("skipChangeCommits", "true")
+    if not starting and new_checkpoint and not source.read_change_feed:
+        starting = first_commit_start(settings, source)
     for option, value in (starting or {}).items():
         reader = reader.option(option, value)
     return reader.format("delta").load(str(settings.layout.table(source.name)))
+
+
+def first_commit_start(settings: Settings, source: SourceSpec) -> dict[str, str]:
+    """``startingVersion=0`` for a new checkpoint over a Delta table whose commits from its first hold exactly its
+    rows (include.storage.delta.why_not_commit_order): its batches then follow the commits, in order, as a query
+    that read the table from its creation did. Otherwise {}: Delta reads the table's snapshot first, its files
+    ordered by modification time and then name; on S3, where those times are whole seconds, files committed within
+    one second come in name (random) order, and which rows a watermark drops as late would depend on it."""
+    from include.storage import delta as delta_store
+
+    path = settings.layout.table(source.name)
+    if not delta_store.table_exists(path):
+        return {}
+    why_not = delta_store.why_not_commit_order(path)
+    if why_not:
+        log.info("new checkpoint: reads %s from its latest snapshot (%s)", source.name, why_not)
+        return {}
+    log.info("new checkpoint: reads %s from its first commit, in commit order", source.name)
+    return {"startingVersion": "0"}
 
 
 def kafka_stream(reader, settings: Settings, source: SourceSpec, max_offsets: int | None,
@@ -208,7 +233,7 @@ def session_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
 
 def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: JobSpec,
                 starting: dict[str, str] | None = None, available_now: bool = False,
-                skip_changes: frozenset[str] = frozenset()) -> DataFrame:
+                skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False) -> DataFrame:
     """Stream-stream join of the source (left) with `right`, bounded in event time.
 
     Both sides are watermarked; a right row joins a left row when the keys are equal and its event
@@ -218,7 +243,7 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     spec = job.transform
     if spec.where:
         left = left.where(spec.where)
-    right = source_stream(spark, settings, spec.right, starting, available_now, skip_changes)
+    right = source_stream(spark, settings, spec.right, starting, available_now, skip_changes, new_checkpoint)
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
     condition += [rt >= lt - F.expr(f"INTERVAL {spec.before_seconds} SECONDS"),
@@ -284,12 +309,12 @@ SINGLE_STREAM_KINDS: dict[str, Callable[[DataFrame, JobSpec], DataFrame]] = {
 
 def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
                  starting: dict[str, str] | None = None, available_now: bool = False,
-                 skip_changes: frozenset[str] = frozenset()) -> DataFrame:
-    """The job's output stream, ready for its sink (`skip_changes`: see :func:`source_stream`)."""
-    stream = source_stream(spark, settings, job.source, starting, available_now, skip_changes)
+                 skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False) -> DataFrame:
+    """The job's output stream, ready for its sink (`skip_changes`, `new_checkpoint`: see :func:`source_stream`)."""
+    stream = source_stream(spark, settings, job.source, starting, available_now, skip_changes, new_checkpoint)
     kind = job.transform.kind
     if kind == "stream_join":
-        return stream_join(spark, settings, stream, job, starting, available_now, skip_changes)
+        return stream_join(spark, settings, stream, job, starting, available_now, skip_changes, new_checkpoint)
     if kind == "stateful_process":
         return stateful_process(spark, settings, stream, job)
     return SINGLE_STREAM_KINDS[kind](stream, job)

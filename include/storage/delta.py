@@ -235,6 +235,29 @@ def commit_files(path: StoragePath, version: int) -> list[dict]:
     return adds
 
 
+COMMIT_ORDER_MAX = 500  # commits read at most to decide whether a new reader may follow a table's commits from its start
+
+
+def why_not_commit_order(path: StoragePath, max_commits: int = COMMIT_ORDER_MAX) -> str | None:
+    """None when the table's commits, read from version 0, add exactly the rows of its latest version, once each,
+    in its own schema: every commit still in its log, none removing a file or changing the schema after the first
+    (at most `max_commits` read). Otherwise why not."""
+    latest = latest_version(path)
+    if latest > max_commits:
+        return f"it has {latest} commits (more than the {max_commits} read to decide)"
+    for version in range(latest + 1):
+        try:
+            lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+        except FileNotFoundError:
+            return f"its commit {version} is no longer in its log"
+        actions = {key for line in lines for key in json.loads(line)}
+        if "remove" in actions:
+            return f"its commit {version} removed files (a compaction, an overwrite or a row change)"
+        if version and "metaData" in actions:
+            return f"its commit {version} changed its schema or properties"
+    return None
+
+
 def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
     """The commits from version `since` on that remove rows (an UPDATE, DELETE, RESTORE or overwrite; a compaction's
     rewrite is not one), each with its commitInfo's userMetadata (what tagged it, if anything)."""
