@@ -51,11 +51,17 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         reader = reader.option("readChangeFeed", "true")
     if source.name in skip_changes:
         reader = reader.option("skipChangeCommits", "true")
-    if not starting and new_checkpoint and not source.read_change_feed:
+    table = settings.layout.table(source.name)
+    if starting:
+        from include.checkpoints.plan import delta_start_options
+        from include.storage import delta as delta_store
+
+        starting = delta_start_options(starting, source.name, delta_store.latest_version(table))
+    elif new_checkpoint and not source.read_change_feed:
         starting = first_commit_start(settings, source)
     for option, value in (starting or {}).items():
         reader = reader.option(option, value)
-    return reader.format("delta").load(str(settings.layout.table(source.name)))
+    return reader.format("delta").load(str(table))
 
 
 def first_commit_start(settings: Settings, source: SourceSpec) -> dict[str, str]:

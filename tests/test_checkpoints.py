@@ -247,6 +247,8 @@ def test_reset_checkpoint_keeps_the_table_and_says_what_is_missed(spark, setting
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)
     run_job(spark, settings, registry, "silver_clickstream", AVAILABLE_NOW)
     assert delta_store.count_rows(silver) > kept and late.lines  # new commits are read from the new position
+    ids = delta_store.read_table(silver, columns=["event_id"])["event_id"].to_pylist()
+    assert len(ids) == len(set(ids))  # the first batch, planned only now, started at the reset's position, not before
 
 
 @pytest.mark.spark

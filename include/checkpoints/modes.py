@@ -31,7 +31,7 @@ from include.checkpoints.actions import (
     put_back_text,
     restore_tables_text,
 )
-from include.checkpoints.plan import downstream_jobs
+from include.checkpoints.plan import AFTER_VERSIONS, downstream_jobs
 from include.checkpoints.validate import CheckpointDamaged, check_state_version
 from include.ops import batch_ledger
 from include.registry import JobSpec, Registry
@@ -77,7 +77,13 @@ class ResetCheckpointRules(ModeRules):
                                 "of one table; use --from-timestamp or --from-latest")
         for source in job.sources:
             check_position(ctx.settings.layout.table(source.name), source.name, kind, value, job.id)
-        return {"starting": starting_options(kind, value)}
+        starting = starting_options(kind, value)
+        if kind == "latest":  # the versions now: a first batch planned after more commits starts after these
+            from include.storage import delta as delta_store
+
+            starting[AFTER_VERSIONS] = {s.name: delta_store.latest_version(ctx.settings.layout.table(s.name))
+                                        for s in job.sources}
+        return {"starting": starting}
 
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         return f"move {ctx.checkpoint(job.id)} aside; keep {job.sink.table}; " + position_effect(ctx, job)

@@ -319,6 +319,20 @@ def read_start_position(checkpoint: StoragePath) -> dict[str, str] | None:
         return None
 
 
-def write_start_position(checkpoint: StoragePath, options: dict[str, str]) -> None:
+AFTER_VERSIONS = "after_versions"  # in a --from-latest start: each source table's latest version at the reset
+
+
+def delta_start_options(start: dict[str, Any], table: str, latest_version: int) -> dict[str, str]:
+    """The Delta source options of a new checkpoint's start position for `table` (at `latest_version` now).
+    ``startingVersion=latest`` is resolved by Delta when the first batch is planned, which an available-now run with
+    nothing new does not do: after commits since the reset it is the version after the one latest at the reset."""
+    options = {k: v for k, v in start.items() if k != AFTER_VERSIONS}
+    after = start.get(AFTER_VERSIONS, {}).get(table)
+    if options.get("startingVersion") == "latest" and after is not None and latest_version > after:
+        return {"startingVersion": str(after + 1)}
+    return options
+
+
+def write_start_position(checkpoint: StoragePath, options: dict[str, Any]) -> None:
     checkpoint.mkdir(parents=True, exist_ok=True)
     (checkpoint / START_FILE).write_text(json.dumps(options))
