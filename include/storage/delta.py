@@ -243,6 +243,8 @@ def why_not_commit_order(path: StoragePath, max_commits: int = COMMIT_ORDER_MAX)
     in its own schema: every commit still in its log, none removing a file or changing the schema after the first
     (at most `max_commits` read). Otherwise why not."""
     latest = latest_version(path)
+    if latest == 0:  # its snapshot is its one commit (read in commit order, a first batch planned on an empty
+        return "it has one version"  # table would be one without rows)
     if latest > max_commits:
         return f"it has {latest} commits (more than the {max_commits} read to decide)"
     for version in range(latest + 1):
