@@ -213,19 +213,22 @@ def count_rows(path: Location, where: str | None = None) -> int:
     return int(pa.table(reader.read_all())["n"][0].as_py())
 
 
+def commit_actions(path: StoragePath, version: int) -> list[dict]:
+    """The actions of one commit of the table, as its log file holds them (FileNotFoundError once it is cleaned up)."""
+    return [json.loads(line) for line in (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()]
+
+
 def commit_files(path: StoragePath, version: int) -> list[dict]:
     """The `add` actions (path, size, partitionValues) of one commit that add rows (a compaction's
     rewritten files are not); rejects commits that remove rows."""
-    log_file = path / "_delta_log" / f"{version:020d}.json"
     try:
-        lines = log_file.read_text().splitlines()
+        actions = commit_actions(path, version)
     except FileNotFoundError as exc:
         raise FileNotFoundError(
             f"Delta commit {version} of {path} is gone (log cleaned up?); the reading job must be reset"
         ) from exc
     adds = []
-    for line in lines:
-        action = json.loads(line)
+    for action in actions:
         if "add" in action and action["add"].get("dataChange", True):  # not a compaction's rewritten rows
             adds.append(action["add"])
         elif "remove" in action and action["remove"].get("dataChange", True):
@@ -249,10 +252,9 @@ def why_not_commit_order(path: StoragePath, max_commits: int = COMMIT_ORDER_MAX)
         return f"it has {latest} commits (more than the {max_commits} read to decide)"
     for version in range(latest + 1):
         try:
-            lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+            actions = {key for action in commit_actions(path, version) for key in action}
         except FileNotFoundError:
             return f"its commit {version} is no longer in its log"
-        actions = {key for line in lines for key in json.loads(line)}
         if "remove" in actions:
             return f"its commit {version} removed files (a compaction, an overwrite or a row change)"
         if version and "metaData" in actions:
@@ -265,7 +267,7 @@ def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
     rewrite is not one), each with its commitInfo's userMetadata (what tagged it, if anything)."""
     changes: dict[int, str | None] = {}
     for version in range(since, latest_version(path) + 1):
-        actions = [json.loads(line) for line in (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()]
+        actions = commit_actions(path, version)
         if any("remove" in a and a["remove"].get("dataChange", True) for a in actions):
             info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             changes[version] = info.get("userMetadata")
