@@ -64,12 +64,18 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
         added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
         log.info("Delta table %s: added columns %s (from the registry)", path, added)
-    current = table.detail().select("properties").first()["properties"] or {}
+    current = table_properties(spark, path)
     changed = {k: v for k, v in properties.items() if current.get(k) != v}
     if changed:
         assignments = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
         log.info("Delta table %s: set %s (from the registry)", path, assignments)
+
+
+def table_properties(spark: SparkSession, path: StoragePath) -> dict[str, str]:
+    """The table's properties, read from its metadata: DESCRIBE DETAIL would also count its files, which replays
+    the table's whole state (a Spark job: seconds at a driver's start)."""
+    return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
 
 
 def describe(schema: dict) -> str:
@@ -103,9 +109,7 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
 def appends_opened(spark: SparkSession, path: StoragePath, properties: dict[str, str]) -> Iterator[None]:
     """Let a DELETE or RESTORE rewrite an append-only table (`delta.appendOnly`), then close it again as the
     registry's `properties` say (also when an earlier try was cut short with the table left open)."""
-    from delta.tables import DeltaTable
-
-    current = DeltaTable.forPath(spark, str(path)).detail().first()["properties"] or {}
+    current = table_properties(spark, path)
     if current.get("delta.appendOnly") == "true":
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
     try:
