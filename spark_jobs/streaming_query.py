@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -230,8 +231,12 @@ def run_job(
         raise ValueError(f"job {job.id!r}: {problem}")
     stop_requested = stop_requested or threading.Event()
     lease_taken = held is None
+    asked_since = datetime.now(UTC)  # a stop request from now on is this run's, even before its query starts
     held = held or lease.acquire(settings, job.id, trigger=str(trigger))
     try:
+        leftover = job_requests.discard_older(settings, job.id, asked_since)
+        if leftover:
+            log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
         refuse_if_pending(settings, job.id, inside=action_id)
         write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
         restarts: list[int | None] = []  # the last committed batch at each restart for a source's new schema
@@ -262,10 +267,6 @@ def run_job(
 
 def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
                     action_id) -> RunResult:
-    leftover = job_requests.pending(settings, job.id)
-    if leftover:
-        log.warning("job=%s: discarding a stop request left from before this run: %s", job.id, leftover)
-        job_requests.clear(settings, job.id)
     check_job_files(settings, job)
     refuse_python_source_checkpoint(settings, job)
     refuse_lost_checkpoint(settings, registry, job)

@@ -3,6 +3,7 @@ start a job of the group that is not running."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from include.settings import Settings
@@ -30,6 +31,22 @@ def pending(settings: Settings, job_id: str, kind: str = "stop") -> str | None:
         return settings.layout.job_request(kind, job_id).read_text()
     except FileNotFoundError:
         return None
+
+
+def discard_older(settings: Settings, job_id: str, than: datetime, kind: str = "stop") -> str | None:
+    """Remove the job's request of that kind when it was made before `than` (left by a run that ended without
+    reading it); one made since is kept for this run. The text of the request discarded, or None."""
+    text = pending(settings, job_id, kind)
+    if text is None:
+        return None
+    try:
+        made = datetime.fromisoformat(json.loads(text)["requested_at"])
+    except (ValueError, KeyError, TypeError):
+        made = None  # unreadable: not one this run can have been sent
+    if made is not None and made >= than:
+        return None
+    clear(settings, job_id, kind)
+    return text
 
 
 def clear(settings: Settings, job_id: str, kind: str = "stop") -> None:
