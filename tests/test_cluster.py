@@ -77,7 +77,7 @@ def cluster(tmp_path_factory):
            "LAKEHOUSE_REGISTRY": str(registry), "LAKEHOUSE_LOCAL_DIR": str(base / "local"),
            "LAKEHOUSE_S3_ENDPOINT": endpoint,
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
-           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)}"}
+           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)},{free_ports(1)}"}
     for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_TEST_PAUSE_AT", "AIRFLOW_HOME"):
         env.pop(variable, None)
     up = run_cli(["cluster", "up", "--workers", "2", "--storage", "s3"], env, timeout=420)
@@ -137,7 +137,7 @@ def test_a_part_that_cannot_start_is_named_and_what_up_started_is_stopped(tmp_pa
     taken = free_ports(3)
     env = {**os.environ, "LAKEHOUSE_ROOT": str(tmp_path / "lakehouse"), "PYSPARK_PYTHON": sys.executable,
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
-           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{taken}"}
+           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{taken},{free_ports(1)}"}
     env.pop("AIRFLOW_HOME", None)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", taken))
@@ -146,7 +146,7 @@ def test_a_part_that_cannot_start_is_named_and_what_up_started_is_stopped(tmp_pa
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines() == [
         f"lakehouse cluster up: spark-master UI: port {taken} on 127.0.0.1 is taken by another program (free it, or "
-        "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui)"], failed.stderr
+        "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])"], failed.stderr
     after = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
     assert not any(part["up"] for part in after["parts"].values()), after["parts"]
     data = tmp_path / "lakehouse" / "_cluster" / "postgres"
@@ -162,13 +162,13 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
                                   "kafka"}
     assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
     assert info["lakehouse_root"] == cluster.settings.root.uri
-    assert info["spark_master"] == "spark://127.0.0.1:7077"
+    assert info["spark_master"] == cluster.topology.spark_master == f"spark://127.0.0.1:{cluster.topology.ports.spark_master}"
     assert info["kafka_bootstrap"] == cluster.env["LAKEHOUSE_KAFKA_BOOTSTRAP"]
     assert set(info["postgres"]) == {"host", "port", "database", "user", "password"}
     again = run_cli(["cluster", "up", "--workers", "2"], cluster.env, timeout=300)
     assert again.returncode == 0 and "everything was already running" in again.stdout, again.stderr[-2000:]
     connections = json.loads((cluster.settings.layout.cluster / "connections.json").read_text())
-    assert connections["spark_default"]["host"] == "spark://127.0.0.1:7077"
+    assert connections["spark_default"]["host"] == info["spark_master"]
 
 
 def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(cluster):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.support.helpers import REPO
@@ -42,8 +43,6 @@ def test_airflow_and_spark_agree():
     assert connection["host"] == env["LAKEHOUSE_SPARK_MASTER"] == "spark://spark-master:7077"
     assert "7077:7077" in services["spark-master"]["ports"]
     assert "spark://spark-master:7077" in " ".join(services["spark-worker"]["command"])
-    for variable in ("LAKEHOUSE_ROOT", "LAKEHOUSE_SPARK_MASTER"):
-        assert variable in (REPO / "README.md").read_text()
 
 
 def test_airflow_components_restart_as_under_the_clusters_keeper():
@@ -156,3 +155,14 @@ def test_compose_and_lakehouse_cluster_share_their_settings(tmp_path):
     worker = " ".join(services["spark-worker"]["command"])
     assert f"--cores {WORKER_CORES}" in worker and f"--memory {WORKER_MEMORY}" in worker
     assert services["airflow-init"]["command"] == ["lakehouse", "airflow-setup"]  # the pool, as the cluster makes it
+
+
+def test_the_cluster_ports_setting_takes_three_or_four_ports_and_names_a_bad_value():
+    from include.cluster.topology import SPARK_MASTER_PORT, Ports
+
+    assert Ports.parse("") == Ports()
+    assert Ports.parse("5500,8300,8200") == Ports(5500, 8300, SPARK_MASTER_PORT, 8200)
+    assert Ports.parse("5500,8300,8200,7100") == Ports(5500, 8300, 7100, 8200)
+    for bad in ("5500,8300", "5500,8300,8200,7100,1", "5500,x,8200"):
+        with pytest.raises(ValueError, match=rf"LAKEHOUSE_CLUSTER_PORTS='{bad}': expected three or four ports"):
+            Ports.parse(bad)

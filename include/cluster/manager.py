@@ -45,7 +45,7 @@ def wait_until(check: Callable[[], bool], part: str, timeout: float = START_TIME
 def _require_free(part: str, port: int) -> None:
     if port_taken(HOST, port):
         raise ClusterError(f"{part}: port {port} on {HOST} is taken by another program (free it, or set "
-                           "LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui)")
+                           "LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])")
 
 
 def _died(daemon) -> Callable[[], str | None]:

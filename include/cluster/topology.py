@@ -24,7 +24,8 @@ WORKER_MEMORY = "2g"
 
 @dataclass(frozen=True)
 class Ports:
-    """Ports of the parts (LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui: other ports for a second cluster)."""
+    """Ports of the parts (LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master]: other ports for a second
+    cluster)."""
 
     postgres: int = 5433
     airflow: int = 8280
@@ -41,11 +42,15 @@ class Ports:
         if not value:
             return cls()
         try:
-            postgres, airflow, spark_ui = (int(p) for p in value.split(","))
+            ports = [int(p) for p in value.split(",")]
+            if len(ports) not in (3, 4):
+                raise ValueError(f"{len(ports)} ports")
         except ValueError as exc:
-            raise ValueError(f"LAKEHOUSE_CLUSTER_PORTS={value!r}: expected three ports, postgres,airflow,spark_ui "
-                             "(e.g. 5433,8280,8180)") from exc
-        return cls(postgres, airflow, SPARK_MASTER_PORT, spark_ui)
+            raise ValueError(f"LAKEHOUSE_CLUSTER_PORTS={value!r}: expected three or four ports, "
+                             "postgres,airflow,spark_ui[,spark_master] (e.g. 5433,8280,8180 or 5433,8280,8180,7077)"
+                             ) from exc
+        postgres, airflow, spark_ui, spark_master = [*ports, SPARK_MASTER_PORT][:4]
+        return cls(postgres, airflow, spark_master, spark_ui)
 
 
 @dataclass(frozen=True)
