@@ -26,7 +26,7 @@ APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
 # Debian's PostgreSQL server for `lakehouse cluster` (Airflow's metadata database), installed when missing.
 POSTGRES_STAMP := .cache/.postgres
 
-.PHONY: demo test test-unit lint bench soak soak-1h airflow cluster clean
+.PHONY: bootstrap demo test test-full test-unit lint bench soak soak-1h airflow cluster clean
 
 $(STAMP): requirements.txt pyproject.toml include/objectstore/seaweedfs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
@@ -84,11 +84,23 @@ $(POSTGRES_STAMP):
 demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-test: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) $(POSTGRES_STAMP)
-	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=20 -n 2
+TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) \
+	$(POSTGRES_STAMP)
 
-# The unit tier: no Spark, no Airflow (seconds). `make test` runs everything.
+# What `make test` needs before it runs anything (the README times it on a clean clone).
+bootstrap: $(TEST_PREREQUISITES)
+
+# Every contract through its real process, server or client; the exhaustive variants (`full`) are left to test-full.
+test: $(TEST_PREREQUISITES)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q --durations=30 -n 2 -m "not full"
+
+# The whole suite: also every kill point of every checkpoint action, every kill of the matrices, every topology.
+test-full: $(TEST_PREREQUISITES)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q --durations=30 -n 2
+
+# The unit tier: no Spark, no Airflow (seconds).
 test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"

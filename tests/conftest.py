@@ -8,13 +8,14 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 
 from include.registry import load_registry
 from include.settings import Settings, load_settings
 from tests.support.kafka import delete_topics
+
+pytest_plugins = ["tests.support.scheduling"]  # how the two workers share the suite
 
 
 @pytest.fixture
@@ -106,42 +107,6 @@ def pytest_configure(config):
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
     # even when the previous test stored one seconds ago (Airflow throttles that to every 30 s).
     os.environ["AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL"] = "0"
-
-
-# Modules whose tests read the one `lakehouse demo` of a session: under `-n` they run in the same worker.
-DEMO_READERS = {"test_demo", "test_browser"}
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (`make test` runs `-n 2`): a module's tests stay in one worker, so that its module fixtures
-    are built once, and the demo's readers share one worker, so that the demo runs once. Modules go out in the
-    order of :func:`pytest_collection_modifyitems` (the longest first), not xdist's (the most tests first)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "demo" if Path(module).stem in DEMO_READERS else module
-
-    config.option.loadscopereorder = False
-    return ModuleScheduling(config, log)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The demo's readers first, then the modules with slow tests, then the rest, and the cluster's module last: its
-    dozen processes (PostgreSQL, Airflow's four, Spark's master, workers and executors) slow every test beside them
-    more than its waits give back, so it runs when the other worker ends (measured: in the middle of the run the
-    suite took 24 minutes)."""
-    slow = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
-
-    def rank(item) -> int:
-        module = item.module.__name__
-        if item.get_closest_marker("cluster"):
-            return 3
-        return 0 if module.rsplit(".", 1)[-1] in DEMO_READERS else 1 if module in slow else 2
-
-    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

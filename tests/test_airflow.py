@@ -16,15 +16,10 @@ from include.quality.suites import quality_tables
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
+from tests.support.airflow_dags import dagbag, stored_xcom
 from tests.support.helpers import REPO, generate
 
 pytestmark = pytest.mark.airflow
-
-
-def dagbag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(REPO / "dags"))
 
 
 def test_dagbag_parses_without_errors_and_light(registry):
@@ -125,26 +120,6 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     # the report link is on the tasks that validate something, and only there
     linked = {t.task_id for dag in (backfill, quality) for t in dag.tasks if t.operator_extra_links}
     assert linked == {"quality_check", *(t.task_id for t in quality.tasks)}
-
-
-def stored_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
-    """A value a task of a run stored in XCom (operator links live there too)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        value = session.scalar(select(XComModel.value).where(
-            XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
-            XComModel.key == key))
-    return json.loads(value) if isinstance(value, str) and value[:1] in ('"', "{", "[") else value
-
-
-def report_link(dag_id: str, run_id: str, task_id: str) -> str:
-    """The "Data quality report" link Airflow stored for a task of a run."""
-    from include.airflow.operators import QualityReportLink
-
-    return stored_xcom(dag_id, run_id, task_id, QualityReportLink().xcom_key)
 
 
 @pytest.mark.spark

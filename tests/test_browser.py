@@ -27,8 +27,8 @@ import pytest
 
 from include.airflow.environment import airflow_command, airflow_environment
 from include.quality.suites import quality_tables
+from tests.support.airflow_dags import dagbag
 from tests.support.helpers import REPO, wait_for
-from tests.test_airflow import dagbag
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 

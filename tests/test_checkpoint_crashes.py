@@ -1,7 +1,11 @@
-"""Checkpoint actions are crash-safe: the action's process is SIGKILLed right before and right after each of its
-steps (its effect applied, the journal not yet updated); the job then refuses to start with one line naming the
-action and `lakehouse checkpoint resume-action`; following it gives the tables a clean run gives, row for row.
-A job started while an action holds it is refused (exit 75) naming the action.
+"""Checkpoint actions are crash-safe: the action's process is SIGKILLed right before or right after one of its steps
+(its effect applied, the journal not yet updated); the job then refuses to start with one line naming the action and
+`lakehouse checkpoint resume-action`; following it gives the tables a clean run gives, row for row. A job started
+while an action holds it is refused (exit 75) naming the action.
+
+`make test` kills each action once: right after a step whose effect is applied and not recorded (the resumed action
+runs it again), or for full refresh right before its rebuild (resumed from a step not begun); `make test-full` kills
+each action before and after every step, resuming each time, and kills a full refresh's cascade (the `full` marker).
 
 One lakehouse is built per module at a fixed path and restored before each kill (file-source checkpoints keep
 absolute paths); the killed action runs as a real process, the rest in this process.
@@ -98,16 +102,32 @@ def planned_steps(house: Lakehouse, registry, request: CheckpointRequest) -> lis
     return [(s.job, s.name) for s in action.steps(ctx, prepared)]
 
 
-def crash_and_resume(house: Lakehouse, registry, env: dict, request: CheckpointRequest) -> dict[str, list]:
-    """The action SIGKILLed right before its first step; then `lakehouse checkpoint resume-action` (the one line's
-    advice) SIGKILLed right after that step (its effect applied, the journal not updated: the next try runs it
-    again), again right before the next step, and so on to right after the last; then one last resume-action, and
-    the lineage run as the next backfill would. After every kill each job of the action refuses to start, naming it, and the journal
-    shows exactly the steps done so far. The silver and gold rows at the end."""
+EVERY_STEP = "every step"  # the kills of `make test-full`: before and after each step, in order
+
+
+def kill_points(kills, steps: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(step index, point) of each kill, in the order they happen."""
+    if kills == EVERY_STEP:
+        return [(i, p) for i in range(len(steps)) for p in ("before_step", "after_step")]
+    return list(kills)
+
+
+def kills_of(*one_kill: tuple[int, str]) -> list:
+    """The parameters of a crash test: the one kill of `make test`, and every step's two kills (test-full)."""
+    return [pytest.param(list(one_kill), id=f"{one_kill[0][1]}-{one_kill[0][0]}"),
+            pytest.param(EVERY_STEP, id="every-step", marks=pytest.mark.full)]
+
+
+def crash_and_resume(house: Lakehouse, registry, env: dict, request: CheckpointRequest, kills) -> dict[str, list]:
+    """The action SIGKILLed at its first kill point (right before a step, or right after it: its effect applied, the
+    journal not updated, so the next try runs it again); then `lakehouse checkpoint resume-action` (the one line's
+    advice), SIGKILLed at the next kill point, and so on; then one last resume-action, and the lineage run as the
+    next backfill would. After every kill each job of the action refuses to start, naming it, and the journal shows
+    exactly the steps done so far. The silver and gold rows at the end."""
     house.restore()
     steps = planned_steps(house, registry, request)
     command = ["checkpoint", *request.to_argv(), "--actor", "crash-test"]
-    for index, point in ((i, p) for i in range(len(steps)) for p in ("before_step", "after_step")):
+    for index, point in kill_points(kills, steps):
         killed = run_cli(command, {**env, **kill_env(steps[index][0], point, index)}, timeout=300)
         assert killed.returncode == -signal.SIGKILL, (point, steps[index], killed.stderr[-3000:])
         [journal] = journals.pending(house.settings.layout.checkpoints)
@@ -140,19 +160,21 @@ def assert_all_equal(result: dict[str, list], reference: dict[str, list]) -> Non
         assert rows == reference[table], f"{table} differs from the clean run's"
 
 
-def test_rollback_killed_at_every_step(lakehouse):
+@pytest.mark.parametrize("kills", kills_of((1, "after_step")))  # the tables restored, not recorded
+def test_rollback_killed_and_resumed(lakehouse, kills):
     house = lakehouse
     assert checkpoints.latest_committed_batch(house.settings.layout.checkpoint("gold_user_activity_5m")) >= 3
     request = CheckpointRequest("rollback", ("gold_user_activity_5m",), options={"to_batch": 1})
     reference = clean_run(house, house.registry, request)
     assert dict(reference[GOLD]) == expected_gold(house.registry, house.drops)[GOLD]
-    assert_all_equal(crash_and_resume(house, house.registry, house.env, request), reference)
+    assert_all_equal(crash_and_resume(house, house.registry, house.env, request, kills), reference)
     audit = checkpoint_audit.outcomes(house.settings, include_progress=True)
     outcomes = [r["outcome"] for r in audit if r["actor"] == "crash-test"]
     assert outcomes[0] == "started" and "resumed" in outcomes and outcomes[-1] == "done", outcomes
 
 
-def test_repartition_killed_at_every_step(lakehouse):
+@pytest.mark.parametrize("kills", kills_of((1, "after_step")))  # the state repartitioned, not recorded
+def test_repartition_killed_and_resumed(lakehouse, kills):
     house = lakehouse
     two, env = house.registry_variant("two.yaml", lambda r: r["jobs"]["gold_user_activity_5m"].update(
         state_store={"shuffle_partitions": 2}))
@@ -160,32 +182,36 @@ def test_repartition_killed_at_every_step(lakehouse):
     reference = clean_run(house, two, request)  # the fifth file lands on the new partitions
     assert checkpoints.shuffle_partitions(house.settings.layout.checkpoint("gold_user_activity_5m")) == 2
     assert dict(reference[GOLD]) == expected_gold(two, house.drops)[GOLD]
-    assert_all_equal(crash_and_resume(house, two, env, request), reference)
+    assert_all_equal(crash_and_resume(house, two, env, request, kills), reference)
 
 
-def test_full_refresh_killed_at_every_step(lakehouse):
+@pytest.mark.parametrize("kills", kills_of((1, "before_step")))  # emptied and recorded, the rebuild not begun
+def test_full_refresh_killed_and_resumed(lakehouse, kills):
     house = lakehouse
     ten, env = house.registry_variant("ten.yaml", lambda r: r["jobs"]["gold_user_activity_5m"]["transform"].update(
         window="10 minutes"))
     request = CheckpointRequest("full-refresh", ("gold_user_activity_5m",))
     reference = clean_run(house, ten, request)  # rebuilt in one batch: the clean run is the reference
     assert reference[GOLD] and {end - start for start, end, _ in dict(reference[GOLD])} == {600}
-    assert_all_equal(crash_and_resume(house, ten, env, request), reference)
+    assert_all_equal(crash_and_resume(house, ten, env, request, kills), reference)
 
 
-def test_full_refresh_with_cascade_killed_at_every_step(lakehouse):
+@pytest.mark.full  # full refresh's recovery paths run above; here the cascade's steps too: every kill of test-full
+@pytest.mark.parametrize("kills", kills_of((2, "after_step")))  # silver rebuilt, not recorded: rebuilt again
+def test_full_refresh_with_cascade_killed_and_resumed(lakehouse, kills):
     house = lakehouse
     request = CheckpointRequest("full-refresh", ("silver_clickstream",), options={"cascade": True})
     reference = clean_run(house, house.registry, request)
     assert reference[SILVER] and reference[GOLD]
-    assert_all_equal(crash_and_resume(house, house.registry, house.env, request), reference)
+    assert_all_equal(crash_and_resume(house, house.registry, house.env, request, kills), reference)
 
 
-def test_reset_checkpoint_killed_at_every_step(lakehouse):
+@pytest.mark.parametrize("kills", kills_of((0, "after_step")))  # moved aside, not recorded: moved again
+def test_reset_checkpoint_killed_and_resumed(lakehouse, kills):
     house = lakehouse
     request = CheckpointRequest("reset-checkpoint", ("gold_user_activity_5m",), options={"from_latest": True})
     reference = clean_run(house, house.registry, request)  # the fifth file's windows only, beside the old ones
-    assert_all_equal(crash_and_resume(house, house.registry, house.env, request), reference)
+    assert_all_equal(crash_and_resume(house, house.registry, house.env, request, kills), reference)
 
 
 def test_a_job_started_under_an_action_is_refused_naming_it(lakehouse):

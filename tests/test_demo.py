@@ -27,7 +27,7 @@ def succeeded(demo) -> None:
 
 
 def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo, registry):
-    from tests.test_airflow import stored_xcom
+    from tests.support.airflow_dags import stored_xcom
 
     succeeded(demo)
     settings, result = demo.settings, demo.result
@@ -69,7 +69,7 @@ def test_the_dag_run_equals_the_oracle_and_loses_no_line(demo, registry):
 
 
 def test_the_quality_task_links_this_runs_report(demo, registry):
-    from tests.test_airflow import report_link
+    from tests.support.airflow_dags import report_link
 
     succeeded(demo)
     data_docs = demo.settings.layout.data_docs
@@ -120,7 +120,7 @@ def test_data_quality_on_demand_links_each_tables_result(demo, airflow_db, monke
     from airflow.utils.state import DagRunState
     from sqlalchemy import delete
 
-    from tests.test_airflow import dagbag, report_link
+    from tests.support.airflow_dags import dagbag, report_link
 
     succeeded(demo)
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(demo.settings.root))  # the DAG files read it at parse time
@@ -160,6 +160,8 @@ def test_the_health_report_draws_only_what_each_job_measured(demo, registry):
 
 
 @pytest.mark.s3
+@pytest.mark.full  # make test: the chain on S3 equals the oracle, with quality and reports (tests/test_s3.py), and
+# the demo's S3 server started only when none answers (tests/test_storage.py)
 def test_the_demo_on_s3_starts_its_store_and_equals_the_local_demo(demo, registry, s3_server, kafka_broker, tmp_path):
     """`lakehouse demo` on an S3 root whose endpoint nothing answers yet: it starts the S3 server, runs every job (one
     driver, --direct), Great Expectations and the reports on the bucket, stops the server it started; its summary

@@ -2,6 +2,8 @@
 
 The job is killed as a real process (`lakehouse run`, a fault hook at the commit point); the restart and the
 jobs downstream run in this process. The landed files and the upstream tables are built once for the module.
+`make test` kills the 5-minute windows at each commit point; the other jobs' kills are `full` (`make test-full`):
+bronze's two-table commit is killed on S3 in `make test` (tests/test_s3.py), a processor in tests/test_stateful.py.
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ CASES = [
     ("gold_user_activity_5m", "after_commit", 1),
     # Between batches 0 and 1: a restart with data to read. After the last data batch (1), the listener's kill
     # races Spark's planning of the no-data batch: test_kill_before_the_no_data_batch_is_planned makes that exact.
-    ("gold_user_activity_5m", "between_batches", 0),
-    ("gold_user_activity_1h", "after_commit", 1),
-    ("gold_user_sessions", "after_commit", 1),
-    ("bronze_clickstream", "after_commit", 0),
+    pytest.param("gold_user_activity_5m", "between_batches", 0, marks=pytest.mark.full),
+    pytest.param("gold_user_activity_1h", "after_commit", 1, marks=pytest.mark.full),
+    pytest.param("gold_user_sessions", "after_commit", 1, marks=pytest.mark.full),
+    pytest.param("bronze_clickstream", "after_commit", 0, marks=pytest.mark.full),
 ]
+
+
+def case_id(case) -> str:
+    job_id, point, batch = case.values if hasattr(case, "values") else case
+    return f"{job_id}-{point}-{batch}"
+
 
 
 def rows_out(summary: str, table: str) -> int:
@@ -61,7 +69,7 @@ def house(spark, tmp_path_factory):
     return house
 
 
-@pytest.mark.parametrize(("job_id", "point", "batch"), CASES, ids=[f"{j}-{p}-{b}" for j, p, b in CASES])
+@pytest.mark.parametrize(("job_id", "point", "batch"), CASES, ids=[case_id(c) for c in CASES])
 def test_kill_and_restart_gives_exact_results(spark, house, job_id, point, batch):
     settings, registry = house.settings, house.registry
     position = lineage(registry).index(job_id)
@@ -98,10 +106,11 @@ def test_kill_and_restart_gives_exact_results(spark, house, job_id, point, batch
 
 
 # (job, its last batch: the no-data batch that emits the windows its last data batch closed)
-OWED = [("gold_user_activity_5m", 2), ("gold_user_sessions", 2)]
+OWED = [pytest.param("gold_user_activity_5m", 2, id="gold_user_activity_5m"),
+        pytest.param("gold_user_sessions", 2, id="gold_user_sessions", marks=pytest.mark.full)]
 
 
-@pytest.mark.parametrize(("job_id", "no_data_batch"), OWED, ids=[j for j, _ in OWED])
+@pytest.mark.parametrize(("job_id", "no_data_batch"), OWED)
 def test_kill_before_the_no_data_batch_is_planned(spark, house, job_id, no_data_batch):
     """A process killed after its last data batch committed, before Spark wrote the offsets of the no-data batch
     that emits the windows the new watermark closes: the restart still emits them. The kill is made exact by

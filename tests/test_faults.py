@@ -19,17 +19,13 @@ from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import generate, run_cli, saved_registry, signal_group_when, wait_for
+from tests.support.helpers import generate, landed, run_cli, saved_registry, signal_group_when, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = "bronze_clickstream"
 
 
-def landed(settings) -> int:
-    layout = settings.layout
-    tables = [layout.table("bronze/clickstream"), layout.table("bronze/clickstream_quarantine")]
-    return sum(delta_store.count_rows(t) for t in tables if delta_store.table_exists(t))
 
 
 def test_sigterm_to_the_process_group_stops_at_a_batch_boundary(settings, lakehouse_env):

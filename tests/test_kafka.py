@@ -22,9 +22,9 @@ from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import generate, run_cli, saved_registry, wait_for
+from tests.support.joins import assert_join_is_exact
 from tests.support.kafka import payments_from_kafka
 from tests.support.kill_hooks import kill_env
-from tests.test_joins import assert_join_is_exact
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -143,7 +143,7 @@ def test_payments_from_kafka_backfill_then_live_equal_the_oracle(spark, settings
     assert_every_message_once(settings, kafka_broker, topic)
 
 
-@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+@pytest.mark.parametrize("point", ["before_commit", pytest.param("after_commit", marks=pytest.mark.full)])
 def test_a_kafka_job_killed_at_a_commit_point_resumes_exactly(spark, settings, kafka_registry, kafka_broker,
                                                                lakehouse_env, point):
     registry, topic = kafka_registry
@@ -421,7 +421,7 @@ def test_reset_checkpoint_of_a_kafka_job_from_a_time_and_from_latest(spark, sett
     from include.checkpoints.request import CheckpointRequest
     from include.ops import checkpoint_audit
     from spark_jobs.checkpoint_actions import apply
-    from tests.test_airflow import dagbag
+    from tests.support.airflow_dags import dagbag
 
     registry, topic = kafka_registry
     monkeypatch.setenv("LAKEHOUSE_REGISTRY", lakehouse_env["LAKEHOUSE_REGISTRY"])

@@ -68,8 +68,8 @@ def s3_house(spark, s3_server, kafka_broker, tmp_path_factory):
     and the join run once (available-now) in this session's driver, with the lakehouse, its checkpoints and state on
     the S3 server."""
     from include.registry import load_registry
+    from tests.support.joins import land_both
     from tests.support.kafka import delete_topics
-    from tests.test_joins import land_both
 
     settings, env = s3_lakehouse(tmp_path_factory.mktemp("s3_house"), "house")
     registry = load_registry(settings.registry_path)
@@ -87,7 +87,7 @@ def s3_house(spark, s3_server, kafka_broker, tmp_path_factory):
 
 
 def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_rerun_commits_nothing(spark, s3_house):
-    from tests.test_joins import assert_join_is_exact
+    from tests.support.joins import assert_join_is_exact
 
     settings, registry = s3_house["settings"], s3_house["registry"]
     assert str(settings.root).startswith("s3a://") and not settings.layout.checkpoint("gold_fraud_alerts").is_local
@@ -100,6 +100,17 @@ def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_reru
     assert_join_is_exact(settings, registry)
     state = settings.layout.checkpoint("gold_user_activity_5m") / "state"
     assert any(p.name.endswith(".zip") for p in state.rglob("*.zip")), "RocksDB snapshots live on S3"
+
+    # Great Expectations and the health report read the bucket and write their reports to it
+    from include.ops.health_report import build
+    from include.quality import run_quality
+    from include.quality.suites import quality_tables
+
+    written = {t for j in (*CHAIN, *LOGINS, *PAYMENTS) for t in registry.job(j).tables_written()}
+    report = run_quality(settings, registry, sorted(set(quality_tables(registry)) & written), full=True)
+    assert report.results and not report.failed(), report.render()
+    assert (settings.layout.data_docs / "index.html").is_file() and not settings.layout.data_docs.is_local
+    assert build(settings, registry).is_file() and not settings.layout.health_report.is_local
 
     jobs = (*CHAIN, *LOGINS, *PAYMENTS)
     tables = sorted({t for j in jobs for t in registry.job(j).tables_written()})
@@ -126,9 +137,17 @@ def test_a_checkpoint_action_killed_mid_way_on_s3_is_resumed_to_the_same_result(
     assert (archives[-1] / "offsets").is_dir() and (archives[-1] / "metadata").is_file()  # the old one, whole
 
 
-def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(s3_server, tmp_path):
-    """A bronze, a windowed gold and a processor SIGKILLed at their commit points, each run resumed by the next:
-    the tables equal the oracle's."""
+KILLS = [("bronze_clickstream", "after_commit", 1),  # two tables committed (rows, quarantine), the batch not
+         pytest.param(("gold_user_activity_5m", "before_commit", 1), ("gold_user_session_summaries", "after_commit", 0),
+                      marks=pytest.mark.full)]
+
+
+@pytest.mark.parametrize("kills", [pytest.param([KILLS[0]], id="bronze"),
+                                   pytest.param([KILLS[0], *KILLS[1].values], id="bronze-gold-processor",
+                                                marks=pytest.mark.full)])
+def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(s3_server, tmp_path, kills):
+    """Bronze SIGKILLed after its Delta commits (and, in `make test-full`, a windowed gold and a processor at theirs),
+    each run resumed by the next: the tables equal the oracle's."""
     settings, env = s3_lakehouse(tmp_path, "kills")
     raw = yaml.safe_load(load_settings().registry_path.read_text())
     raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}  # several micro-batches per run
@@ -136,9 +155,7 @@ def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(s3_serv
     registry = saved_registry(raw, tmp_path / "small_batches.yaml", env)
     landed = generate(settings, events=900, seed=61, files=3)
     jobs = ["run", *CHAIN]
-    for job_id, point, batch in (("bronze_clickstream", "after_commit", 1),
-                                 ("gold_user_activity_5m", "before_commit", 1),
-                                 ("gold_user_session_summaries", "after_commit", 0)):
+    for job_id, point, batch in kills:
         killed = run_cli(jobs, {**env, **kill_env(job_id, point, batch)}, timeout=900)
         assert killed.returncode == -signal.SIGKILL, (job_id, killed.stderr[-3000:])
     finished = run_cli(jobs, env, timeout=900)
@@ -211,13 +228,25 @@ def first_after(result):
     return DEFAULT_START + timedelta(minutes=result.lines / 20 + 30)
 
 
-WRITER = """
-import sys, time
+# Each process gets ready (its JVM started), says so with `<gate>.<name>.ready`, waits for the gate, then works for
+# its seconds: all of them at once, however long each took to start.
+READY_THEN_WAIT = """
+import pathlib, sys, time
+def ready_then_wait(gate, name):
+    pathlib.Path(f"{gate}.{name}.ready").touch()
+    deadline = time.monotonic() + 600
+    while not pathlib.Path(gate).exists():
+        assert time.monotonic() < deadline, "the gate never opened"
+        time.sleep(0.05)
+"""
+
+WRITER = READY_THEN_WAIT + """
 from include.settings import load_settings
 from include.storage import delta as delta_store
-path, writer, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+gate, path, writer, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 settings = load_settings()
 table = settings.path(path)
+ready_then_wait(gate, writer)
 appended, deadline = 0, time.monotonic() + seconds
 while time.monotonic() < deadline:
     delta_store.append_rows(table, {"writer": "string", "n": "long"}, [{"writer": writer, "n": appended + i}
@@ -226,12 +255,12 @@ while time.monotonic() < deadline:
 print(appended)
 """
 
-SPARK_WRITER = """
-import sys, time
+SPARK_WRITER = READY_THEN_WAIT + """
 from include.settings import load_settings
 from include.spark_session import get_spark
-path, writer, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+gate, path, writer, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 spark = get_spark(load_settings(), app_name="writer-" + writer)
+ready_then_wait(gate, writer)
 appended, deadline = 0, time.monotonic() + seconds
 while time.monotonic() < deadline:
     spark.range(appended, appended + 5).selectExpr(f"'{writer}' AS writer", "id AS n").write.format("delta") \\
@@ -240,30 +269,46 @@ while time.monotonic() < deadline:
 print(appended)
 """
 
-OPTIMIZER = """
-import sys, time
+# Compacts in a loop for its seconds, and on (at most as long again) until one compaction has committed: the writers'
+# files are there to compact from their first seconds on.
+OPTIMIZER = READY_THEN_WAIT + """
 from delta.tables import DeltaTable
 from include.settings import load_settings
 from include.spark_session import get_spark
-path, seconds = sys.argv[1], float(sys.argv[2])
+gate, path, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 spark = get_spark(load_settings(), app_name="optimizer")
-runs, deadline = 0, time.monotonic() + seconds
-while time.monotonic() < deadline:
-    DeltaTable.forPath(spark, path).optimize().executeCompaction()
-    runs += 1
+ready_then_wait(gate, "optimizer")
+start, runs, committed = time.monotonic(), 0, 0
+while time.monotonic() < start + seconds or (not committed and time.monotonic() < start + 2 * seconds):
+    metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().first()["metrics"]
+    runs, committed = runs + 1, committed + (metrics["numFilesRemoved"] > 0)
 print(runs)
 """
 
 
-def run_concurrently(scripts: list[list[str]], env: dict) -> list[str]:
-    processes = [subprocess.Popen([sys.executable, "-c", *script], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for script in scripts]
-    outputs = []
-    for process in processes:
-        out, err = process.communicate(timeout=900)
-        assert process.returncode == 0, err[-3000:]
-        outputs.append(out.strip().splitlines()[-1])
-    return outputs
+def run_concurrently(scripts: list[list[str]], env: dict, gate) -> list[str]:
+    """The scripts' last lines: each started with `gate` as its first argument, the gate opened once all are ready."""
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(gate), *args], env=env, cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for script, *args in scripts]
+    try:
+        def ready() -> bool:
+            assert all(p.poll() is None for p in processes), [p.stderr.read()[-3000:] for p in processes if p.poll()]
+            return len(list(gate.parent.glob(f"{gate.name}.*.ready"))) == len(processes)
+
+        wait_for(ready, 300, lambda: f"every writer to start: {sorted(p.name for p in gate.parent.glob('*.ready'))}")
+        gate.touch()
+        outputs = []
+        for process in processes:
+            out, err = process.communicate(timeout=900)
+            assert process.returncode == 0, err[-3000:]
+            outputs.append(out.strip().splitlines()[-1])
+        return outputs
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def assert_every_append_is_there_once(settings, path, appended: dict[str, int]) -> None:
@@ -277,17 +322,18 @@ def assert_every_append_is_there_once(settings, path, appended: dict[str, int]) 
     assert versions == list(range(versions[-1] + 1))  # contiguous: no version written twice, none skipped
 
 
-def test_writers_in_several_processes_commit_to_one_table_for_a_minute_and_lose_nothing(s3_server, tmp_path):
-    """Delta's commits on S3, at once: three Python processes appending to one operational table (delta-rs's
-    conditional-put commits), and two Spark drivers appending to one table beside a third compacting it in a loop
-    (the lakehouse's log store: conditional create). Every row appended is there once, no version is lost."""
+@pytest.mark.parametrize("seconds", [20, pytest.param(60, marks=pytest.mark.full)])
+def test_writers_in_several_processes_commit_to_one_table_at_once_and_lose_nothing(s3_server, tmp_path, seconds):
+    """Delta's commits on S3, at once for `seconds`: three Python processes appending to one operational table
+    (delta-rs's conditional-put commits), and two Spark drivers appending to one table beside a third compacting it in
+    a loop (the lakehouse's log store: conditional create). Every row appended is there once, no version is lost."""
     settings, env = s3_lakehouse(tmp_path, "writers")
     ops, table = settings.layout.ops_table("contended"), settings.layout.table("gold/contended")
     for path in (ops, table):
         delta_store.ensure_table(path, {"writer": "string", "n": "long"})
-    counts = run_concurrently([*([WRITER, str(ops), f"w{i}", "60"] for i in range(3)),
-                               [SPARK_WRITER, str(table), "a", "60"], [SPARK_WRITER, str(table), "b", "60"],
-                               [OPTIMIZER, str(table), "75"]], env)
+    counts = run_concurrently([*([WRITER, str(ops), f"w{i}", str(seconds)] for i in range(3)),
+                               *([SPARK_WRITER, str(table), name, str(seconds)] for name in ("a", "b")),
+                               [OPTIMIZER, str(table), str(seconds)]], env, tmp_path / "gate")
     python = {f"w{i}": int(n) for i, n in enumerate(counts[:3])}
     spark = {"a": int(counts[3]), "b": int(counts[4])}
     assert all(n > 0 for n in [*python.values(), *spark.values()]) and int(counts[5]) > 0, counts
@@ -298,12 +344,14 @@ def test_writers_in_several_processes_commit_to_one_table_for_a_minute_and_lose_
 
 
 @pytest.mark.timeout(900)
+# make test: OPTIMIZE beside Spark writers on S3 (above), a reader going on after a compaction (test_native_delta.py)
+@pytest.mark.full
 def test_maintenance_beside_a_live_group_on_s3_compacts_and_loses_nothing(s3_server, tmp_path):
     """`lakehouse maintain` (OPTIMIZE, VACUUM) of bronze, silver and gold run twice while a live bronze -> silver ->
     gold group on S3 appends to the same tables, with new events landing: the compactions commit beside the
     writers' micro-batches, the writers go on, and the windows equal the oracle."""
     from include.ops.maintenance_log import MAINTENANCE_TABLE
-    from tests.test_groups import GROUP, MEMBERS, drop_after, group_registry
+    from tests.support.groups import GROUP, MEMBERS, drop_after, group_registry
 
     settings, env = s3_lakehouse(tmp_path, "live-maintenance")
     path = tmp_path / "jobs.yaml"

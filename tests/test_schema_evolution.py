@@ -58,7 +58,7 @@ def plans(settings, registry, jobs=None) -> dict:
 def evolution_state(settings, registry, jobs, driver: int) -> str:
     """Each job's plan and heartbeat, where the driver's threads are, and its own log lines (not Spark's): what a
     failed wait says."""
-    from tests.test_groups import driver_stacks
+    from tests.support.groups import driver_stacks
 
     stacks = driver_stacks(settings, driver)
     states = {j: (p.mode, (read_heartbeat(settings, j) or {}).get("status"))
@@ -446,8 +446,8 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
 
     from include.generator import GeneratorConfig, write_landing
     from include.ops import lease, processes
-    from tests.support.helpers import wait_for
-    from tests.test_groups import MEMBERS, drivers_launched_here, drop_after, group_registry, holders, landed
+    from tests.support.groups import MEMBERS, drivers_launched_here, drop_after, group_registry, holders
+    from tests.support.helpers import landed, wait_for
 
     path = tmp_path / "jobs.yaml"
     registry = group_registry(path)

@@ -151,6 +151,37 @@ def test_the_storage_command_starts_the_server_once_and_reports_it(s3_server, s3
     assert wrong.returncode == 2 and "refused the credentials" in wrong.stderr, wrong.stderr
 
 
+def test_the_demo_starts_an_s3_server_only_when_none_answers_and_stops_what_it_started(s3_server, s3_settings,
+                                                                                       tmp_path, monkeypatch):
+    """`lakehouse demo`'s store (include.cli.store_for_demo) on an S3 root: the session's server answers, so nothing
+    is started or stopped; at an endpoint nothing answers, a server of its own (credentials made and kept for it)
+    with the root's bucket, stopped at the end, its data kept. (The whole demo on S3: `make test-full`.)"""
+    from include.cli import store_for_demo
+    from include.objectstore import server
+    from include.settings import load_settings
+    from include.storage.s3 import bucket_problem
+    from tests.support.s3 import free_s3_port
+
+    with store_for_demo(s3_settings) as inside:
+        assert inside is s3_settings and server.answers(s3_settings.s3)
+    assert server.answers(s3_settings.s3)
+
+    endpoint = f"http://127.0.0.1:{free_s3_port()}"
+    for name, value in (("LAKEHOUSE_ROOT", "s3://lakehouse-demo/demo"), ("LAKEHOUSE_S3_ENDPOINT", endpoint),
+                        ("LAKEHOUSE_LOCAL_DIR", str(tmp_path / "local"))):
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    own = load_settings()
+    assert not server.answers(own.s3)
+    with store_for_demo(own) as inside:
+        assert server.answers(inside.s3) and inside.s3.access_key_id, inside.s3
+        assert bucket_problem(inside.s3, "lakehouse-demo") is None
+        (inside.root / "marker").write_bytes(b"kept")
+    assert not server.answers(replace(own.s3, access_key_id=inside.s3.access_key_id))
+    assert (own.layout.s3_server / "data").is_dir()  # the data directory stays for the next start
+
+
 def test_what_the_lakehouse_writes_any_s3_client_reads(s3_settings):
     """Delta tables written through delta-rs on the S3 root read back with pyarrow's own S3 client too."""
     import pyarrow.fs as pafs

@@ -23,7 +23,7 @@ from include.ops.query_progress import PROGRESS_SCHEMA
 from include.registry import build_registry
 from include.settings import load_settings
 from include.storage import delta as delta_store
-from tests.support.helpers import generate, run_cli, wait_for
+from tests.support.helpers import generate, landed, run_cli, wait_for
 
 JOB = "bronze_clickstream"
 LIVE_TRIGGER = "processing-time=5 seconds"
@@ -77,9 +77,6 @@ def live(settings, tmp_path):
         del processes.LAUNCHED[pid]
 
 
-def landed(settings) -> int:
-    return delta_store.count_rows(settings.layout.table("bronze/clickstream")) + delta_store.count_rows(
-        settings.layout.table("bronze/clickstream_quarantine"))
 
 
 def alerts(settings) -> list[dict]:
@@ -230,6 +227,21 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     with pytest.raises(RuntimeError, match="registry file not found"):
         processes.start_job(broken, registry, JOB)
     assert "stopped_by_request" not in bookkeeping.read_state(settings, JOB)
+
+
+def test_a_run_discards_only_the_stop_requests_made_before_it_started(settings):
+    """A request left by a run that ended without reading it is discarded by the next run; one made since the run
+    began (a stop right after a start, before its query exists) is kept for it."""
+    from include.ops import job_requests
+
+    began = datetime.now(UTC)
+    assert job_requests.discard_older(settings, JOB, began) is None  # none to discard
+    path = job_requests.request_stop(settings, JOB, "after the start")
+    assert job_requests.discard_older(settings, JOB, began) is None and path.exists()
+    left = job_requests.discard_older(settings, JOB, datetime.now(UTC) + timedelta(seconds=1))
+    assert json.loads(left)["reason"] == "after the start" and job_requests.pending(settings, JOB) is None
+    path.write_text("not json")  # unreadable: no run can have sent it
+    assert job_requests.discard_older(settings, JOB, began) == "not json" and not path.exists()
 
 
 def test_restart_backoff_and_giving_up(settings, tmp_path):

@@ -40,6 +40,13 @@ def fraud_alert_rows(settings: Settings, only_fraud_alerts: bool = False) -> lis
                   for r in rows if r["alert_type"] == "FRAUD_ALERT")
 
 
+def landed(settings: Settings) -> int:
+    """Lines of the clickstream that bronze holds: its rows and its quarantined lines (0 before either exists)."""
+    layout = settings.layout
+    tables = [layout.table("bronze/clickstream"), layout.table("bronze/clickstream_quarantine")]
+    return sum(delta_store.count_rows(t) for t in tables if delta_store.table_exists(t))
+
+
 def arrival_order(files: list[Path]) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime)
 
