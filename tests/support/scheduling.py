@@ -1,4 +1,4 @@
-"""How the suite shares two pytest-xdist workers (`make test` runs `-n 2 --dist loadgroup`): the longest work first,
+"""How the suite shares two pytest-xdist workers (`make test` runs `-n 2`; this plugin is its scheduler): the longest work first,
 so that neither worker idles while the other has minutes left.
 
 - A unit of work is one test, except tests that share an expensive fixture, which go together to one worker: the tests
