@@ -29,7 +29,7 @@ def test_rotation_keeps_the_newest_and_a_bounded_number_of_backups(tmp_path):
 
 def test_a_writer_in_append_mode_writes_on_at_the_start_of_the_emptied_log(tmp_path):
     """As a launched driver writes (its inherited output, opened for appending): no hole of zero bytes after the
-    truncation, the file stays small, and the writer's last line is in the current log."""
+    truncation, the file stays small, and the writer's last line is the newest line kept."""
     log = tmp_path / "group.log"
     writer = ("import sys, time\nfor n in range(4000):\n    sys.stdout.write(f'line {n:05d} ' + 'x' * 80 + '\\n')\n"
               "    sys.stdout.flush()\n    time.sleep(0.0005)\nprint('last line')\n")
@@ -44,8 +44,10 @@ def test_a_writer_in_append_mode_writes_on_at_the_start_of_the_emptied_log(tmp_p
     assert not backup(log, 4).exists()
     for path in files:
         assert b"\0" not in path.read_bytes(), path
-    assert log.read_text().endswith("last line\n") and log.stat().st_size < 4000 * 92
+    assert log.stat().st_size < 4000 * 92
     kept = [line for path in reversed(files) for line in path.read_text().splitlines()]
+    # the last rotation may come after the writer's last line and before its exit: then that line is in backup 1
+    assert kept[-1] == "last line", kept[-3:]
     numbers = [int(line.split()[1]) for line in kept if line.startswith("line ")]
     assert numbers == sorted(numbers)  # in order, newest last
 
