@@ -34,48 +34,54 @@ class PartitionRange:
 def topic_ranges(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> dict[str, list[PartitionRange]]:
     """Each topic's partitions with their earliest and latest offsets; a topic the broker lacks maps to [].
     BrokerError (one line) when no broker answers at `bootstrap`, or it gives no offsets of a partition."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lakehouse-offsets", "enable.auto.commit": False,
-                         "socket.connection.setup.timeout.ms": int(timeout * 1000), "logger": LIBRDKAFKA_LOG})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000),
+                         "logger": LIBRDKAFKA_LOG})
     try:
-        try:
-            metadata = consumer.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            raise BrokerError(f"broker unreachable at {bootstrap} ({exc.args[0].str()})") from None
-        ranges: dict[str, list[PartitionRange]] = {}
-        for topic in topics:
-            info = metadata.topics.get(topic)
-            if info is None or info.error is not None:
-                ranges[topic] = []
-                continue
-            ranges[topic] = []
-            for partition in sorted(info.partitions):
-                low, high = partition_offsets(consumer, TopicPartition(topic, partition), bootstrap, timeout)
-                ranges[topic].append(PartitionRange(topic, partition, low, high))
-        return ranges
-    finally:
-        consumer.close()
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerError(f"broker unreachable at {bootstrap} ({exc.args[0].str()})") from None
+    ranges: dict[str, list[PartitionRange]] = {}
+    for topic in topics:
+        info = metadata.topics.get(topic)
+        ranges[topic] = []
+        if info is None or info.error is not None:
+            continue
+        for partition in sorted(info.partitions):
+            low, high = partition_offsets(admin, TopicPartition(topic, partition), bootstrap, timeout)
+            ranges[topic].append(PartitionRange(topic, partition, low, high))
+    return ranges
 
 
-def partition_offsets(consumer, partition, bootstrap: str, timeout: float) -> tuple[int, int]:
-    """A partition's earliest and latest offsets, asked again while the broker answers with a passing error (a broker
-    just back elects its partitions' leaders: NOT_LEADER_FOR_PARTITION for a moment); BrokerError (one line) when it
-    does not answer within `timeout`, or with another error."""
+def partition_offsets(admin, partition, bootstrap: str, timeout: float) -> tuple[int, int]:
+    """A partition's earliest and latest offsets, asked again while the broker answers with a passing error or an
+    unknown offset (a broker just back elects its partitions' leaders: NOT_LEADER_FOR_PARTITION, or offset -1, for a
+    moment); BrokerError (one line) when it does not answer within `timeout`, or with another error.
+
+    Each offset is asked on its own (AdminClient.list_offsets): the consumer's get_watermark_offsets turns an unknown
+    earliest offset into the latest one, which reads as if every message of the partition were gone."""
     from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import OffsetSpec
 
     passing = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
                KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return consumer.get_watermark_offsets(partition, timeout=timeout)
+            offsets = tuple(admin.list_offsets({partition: spec}, request_timeout=timeout)[partition].result().offset
+                            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
+            if min(offsets) >= 0:
+                return offsets
+            problem, passes = f"offsets {offsets[0]}, {offsets[1]} not known yet", True
         except KafkaException as exc:
             error = exc.args[0]
-            if not (error.retriable() or error.code() in passing) or time.monotonic() >= deadline:
-                raise BrokerError(f"the broker at {bootstrap} gave no offsets of {partition.topic} partition "
-                                  f"{partition.partition} ({error.str()})") from None
-            time.sleep(PASSING_ERROR_PAUSE_SECONDS)
+            problem, passes = error.str(), error.retriable() or error.code() in passing
+        if not passes or time.monotonic() >= deadline:
+            raise BrokerError(f"the broker at {bootstrap} gave no offsets of {partition.topic} partition "
+                              f"{partition.partition} ({problem})")
+        time.sleep(PASSING_ERROR_PAUSE_SECONDS)
 
 
 PASSING_ERROR_PAUSE_SECONDS = 0.5
