@@ -112,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
     kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
 
+    catalog = sub.add_parser("catalog", help="the catalog of the lakehouse's tables: a Hive metastore "
+                                             "(LAKEHOUSE_METASTORE_URI)")
+    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
+    catalog_sub.add_parser("up", help="start it in the background (Derby under <local>/_catalog/), wait until it answers")
+    catalog_sub.add_parser("down", help="stop the metastore `catalog up` started")
+    catalog_sub.add_parser("sync", help="register or correct every table of the registry and the operational ones "
+                                        "(idempotent; prints what it changed; never drops a table)")
+    catalog_status = catalog_sub.add_parser("status", help="its URI, whether it answers, its backend and databases")
+    catalog_status.add_argument("--json", action="store_true", help="as JSON")
+
     storage = sub.add_parser("storage", help="the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS")
     storage_sub = storage.add_subparsers(dest="storage_command", required=True)
     storage_sub.add_parser("up", help="start it in the background (data under <local>/_s3/), create LAKEHOUSE_ROOT's "
@@ -480,6 +490,48 @@ def cmd_kafka(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_catalog(settings: Settings, args: argparse.Namespace) -> int:
+    from include.catalog import metastore
+
+    try:
+        if args.catalog_command == "up":
+            _, message = metastore.up(settings)
+            sys.stderr.write(message + "\n")
+            sys.stdout.write(settings.metastore_uri + "\n")
+            return catalog_sync(settings) if settings.root.exists() else 0
+        if args.catalog_command == "down":
+            sys.stdout.write(metastore.down(settings) + "\n")
+            return 0
+        if args.catalog_command == "sync":
+            metastore.databases(settings.metastore_uri)  # one line when none answers, before a Spark driver starts
+            return catalog_sync(settings)
+    except metastore.CatalogError as exc:
+        sys.stderr.write(f"lakehouse catalog {args.catalog_command}: {exc}\n")
+        return 1
+    info = metastore.status(settings)
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    else:
+        sys.stdout.write(metastore.render(info) + "\n")
+    return 0 if info["up"] else 1
+
+
+def catalog_sync(settings: Settings) -> int:
+    """`lakehouse catalog sync`: every table by name, through a Spark session on the catalog."""
+    from include.catalog.tables import named_tables, on_catalog, register
+    from include.spark_session import get_spark
+
+    registry = load_registry(settings.registry_path)
+    spark = get_spark(settings, app_name="lakehouse-catalog-sync")
+    if not on_catalog(spark):
+        sys.stderr.write(f"lakehouse catalog sync: no catalog answers at {settings.metastore_uri}\n")
+        return 1
+    changes = register(spark, settings, named_tables(settings, registry))
+    sys.stdout.write("\n".join(changes) + "\n" if changes else "catalog in sync: every table of the lakehouse is "
+                                                                 "named\n")
+    return 0
+
+
 def cmd_storage(settings: Settings, args: argparse.Namespace) -> int:
     from include.objectstore import server
 
@@ -530,15 +582,17 @@ COMMANDS = {
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "airflow-history": cmd_airflow_history,
     "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
     "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
+    "catalog": cmd_catalog,
 }
 # Commands that start or stop servers, or touch only Airflow: they run whatever the state of an S3 root (`demo`
 # starts its store first)
-WITHOUT_ROOT = ("storage", "kafka", "cluster", "demo", "airflow-history")
+WITHOUT_ROOT = ("storage", "kafka", "catalog", "cluster", "demo", "airflow-history")
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health", "kafka", "cluster", "storage", "schema") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka", "catalog", "cluster", "storage",
+                            "schema") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

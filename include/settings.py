@@ -23,6 +23,7 @@
 | LAKEHOUSE_KAFKA_BOOTSTRAP        | 127.0.0.1:9092                  | the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, DAGs); `lakehouse kafka up` listens there |
 | LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
+| LAKEHOUSE_METASTORE_URI          | thrift://127.0.0.1:9083         | the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore at another URI is used as it is |
 | LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
 | LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
 | LAKEHOUSE_LOG_MAX_BYTES          | 20000000                        | a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size (include/ops/log_rotation.py) |
@@ -40,6 +41,7 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from include.catalog.thrift_client import host_port
 from include.storage.layout import Layout
 from include.storage.paths import LocalPath, S3Path, storage_path
 from include.storage.s3 import DEFAULT_ENDPOINT, DEFAULT_REGION, S3Config, bucket_problem, kept_credentials
@@ -78,6 +80,8 @@ class Settings:
     kafka_bootstrap: str = "127.0.0.1:9092"
     kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
+    metastore_uri: str = "thrift://127.0.0.1:9083"
+    metastore_uri_set: bool = False  # LAKEHOUSE_METASTORE_URI was given: a catalog is expected (its absence is warned)
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
     live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
@@ -187,6 +191,8 @@ def load_settings() -> Settings:
     if not kafka_timeout.isdigit() or int(kafka_timeout) < 1:
         raise ValueError(f"LAKEHOUSE_KAFKA_TIMEOUT_SECONDS must be a positive integer, got {kafka_timeout!r}")
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
+    metastore_uri = _env("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1:9083")
+    host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
     live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
     if not live_drivers.isdigit() or int(live_drivers) < 1:
         raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
@@ -230,6 +236,8 @@ def load_settings() -> Settings:
         kafka_bootstrap_set=bool(os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP", "").strip()),
         kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
         kafka_timeout_seconds=int(kafka_timeout),
+        metastore_uri=metastore_uri,
+        metastore_uri_set=bool(os.environ.get("LAKEHOUSE_METASTORE_URI", "").strip()),
         live_drivers=int(live_drivers),
         live_watch_seconds=int(watch),
         log_max_bytes=int(log_max_bytes),

@@ -126,7 +126,9 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
     )
-    for key, value in storage_confs(settings).items():
+    from include.catalog.metastore import session_confs as catalog_confs
+
+    for key, value in (storage_confs(settings) | catalog_confs(settings)).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level)

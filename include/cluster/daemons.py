@@ -63,6 +63,18 @@ def terminate(pid: int, name: str, timeout: float, group: bool = False) -> None:
             pass
 
 
+def java(needed_by: str) -> str:
+    """The `java` that starts a server's JVM (JAVA_HOME's, else the PATH's); RuntimeError naming what to install."""
+    import shutil
+
+    java_home = os.environ.get("JAVA_HOME")
+    found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not found or not Path(found).exists():
+        raise RuntimeError(f"Java is missing: {needed_by} needs a Java 17+ runtime (apt-get install "
+                           "openjdk-17-jre-headless, or set JAVA_HOME)")
+    return found
+
+
 def get_json(url: str, timeout: float = 3.0) -> dict | None:
     """The JSON document a part serves at `url`, or None while it does not answer."""
     import json

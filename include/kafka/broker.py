@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from include.cluster.daemons import Daemon, free_port_block, port_taken
+from include.cluster.daemons import Daemon, free_port_block, java, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -129,12 +128,10 @@ def server_properties(files: BrokerFiles, host: str, port: int) -> str:
 
 
 def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise BrokerError("Java is missing: Kafka's broker needs a Java 17+ runtime (apt-get install "
-                          "openjdk-17-jre-headless, or set JAVA_HOME)")
-    return java
+    try:
+        return java("Kafka's broker")
+    except RuntimeError as exc:
+        raise BrokerError(str(exc)) from None
 
 
 def _classpath(settings: Settings) -> str:

@@ -129,6 +129,11 @@ class Layout:
         return self.local / "_kafka"
 
     @property
+    def catalog(self) -> Path:
+        """The Hive metastore `lakehouse catalog up` runs: its Derby database, configuration, log."""
+        return self.local / "_catalog"
+
+    @property
     def cluster(self) -> Path:
         return self.local / "_cluster"
 

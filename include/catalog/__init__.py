@@ -1,0 +1,1 @@
+"""The catalog: every table by name in a Hive Metastore (include/catalog/metastore.py)."""

@@ -1,0 +1,187 @@
+"""The catalog's server: a Hive Metastore service (Thrift) run from the jars pyspark ships (`hive-metastore-2.3.10`,
+DataNucleus, Derby): `lakehouse catalog up | down | status`.
+
+It listens on `LAKEHOUSE_METASTORE_URI` (thrift://127.0.0.1:9083 by default). Its database is Derby under
+`<local dir>/_catalog/metastore_db` (one JVM owns it; every driver talks Thrift to it). Its files (hive-site.xml, log,
+pid file) live beside it. Whether a metastore *answers* is asked with its own protocol (include/catalog/thrift_client.py),
+never inferred from a pid, so that a team's own metastore at that URI is used as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from include.catalog.thrift_client import ThriftError, get_all_databases, host_port
+from include.cluster.daemons import Daemon, java, port_taken
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 180.0  # the first start creates Derby's schema (DataNucleus): about a minute on 2 cores
+STOP_TIMEOUT_SECONDS = 30.0
+METASTORE_HEAP = "-Xmx512m"
+METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+LOG_CONFIG = Path(__file__).with_name("metastore_log4j2.properties")
+
+
+class CatalogError(RuntimeError):
+    """The catalog cannot be started or reached; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class MetastoreFiles:
+    """Where `lakehouse catalog up` keeps the metastore's files (Layout.catalog)."""
+
+    home: Path
+
+    @property
+    def conf(self) -> Path:
+        """The directory of its hive-site.xml (on its class path)."""
+        return self.home / "conf"
+
+    @property
+    def derby(self) -> Path:
+        return self.home / "metastore_db"
+
+    @property
+    def warehouse(self) -> Path:
+        """The default location of databases the metastore creates (the lakehouse's tables are external: their data
+        stays where the pipelines write it)."""
+        return self.home / "warehouse"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "metastore.log"
+
+    @property
+    def daemon(self) -> Daemon:
+        return Daemon("the Hive metastore", self.home / "metastore.pid", self.log)
+
+
+def answers(uri: str, timeout: float = 3.0) -> bool:
+    """A metastore at `uri` answers a `get_all_databases` call."""
+    host, port = host_port(uri)
+    try:
+        get_all_databases(host, port, timeout)
+    except ThriftError:
+        return False
+    return True
+
+
+def databases(uri: str, timeout: float = 5.0) -> list[str]:
+    """The catalog's databases; CatalogError (one line) when no metastore answers."""
+    host, port = host_port(uri)
+    try:
+        return get_all_databases(host, port, timeout)
+    except ThriftError as exc:
+        raise CatalogError(str(exc)) from None
+
+
+_warned: set[str] = set()  # the URIs this process said it runs without
+
+
+def session_confs(settings: Settings) -> dict[str, str]:
+    """The Spark confs of a session on the catalog, when its metastore answers (the one configured, or the local
+    default's); {} otherwise, with one warning per process when one was configured: jobs run without the catalog
+    (it is never on a micro-batch's path) and `lakehouse catalog sync` names their tables later."""
+    uri = settings.metastore_uri
+    if answers(uri, timeout=2.0):
+        return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri}
+    if settings.metastore_uri_set and uri not in _warned:
+        _warned.add(uri)
+        log.warning("no catalog answers at %s (LAKEHOUSE_METASTORE_URI): running without it; `lakehouse catalog "
+                    "sync` registers the tables once it is back", uri)
+    return {}
+
+
+def hive_site(files: MetastoreFiles) -> str:
+    """The metastore's configuration: Derby under its home, the schema created on first start, Hive's asynchronous
+    logging off (it needs the LMAX disruptor, which pyspark does not ship: the JVM dies without this)."""
+    properties = {
+        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
+        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        "datanucleus.schema.autoCreateAll": "true",
+        "hive.metastore.schema.verification": "false",
+        "hive.metastore.warehouse.dir": files.warehouse.as_uri(),
+        "hive.async.log.enabled": "false",
+    }
+    rows = "\n".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
+                     for k, v in properties.items())
+    return f'<?xml version="1.0"?>\n<configuration>\n{rows}\n</configuration>\n'
+
+
+def command(files: MetastoreFiles, port: int) -> list[str]:
+    from include.cluster.spark_standalone import spark_home
+
+    try:
+        java_path = java("the Hive metastore")
+    except RuntimeError as exc:
+        raise CatalogError(str(exc)) from None
+    classpath = f"{spark_home() / 'jars'}/*:{files.conf}"
+    return [java_path, METASTORE_HEAP, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+            f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, "-p", str(port)]
+
+
+def up(settings: Settings) -> tuple[bool, str]:
+    """Start the metastore in the background unless one answers at the URI; wait until it answers.
+    Returns (started, message); raises CatalogError saying why it cannot start."""
+    uri = settings.metastore_uri
+    host, port = host_port(uri)
+    if answers(uri):
+        return False, f"a metastore already answers at {uri}"
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise CatalogError(f"no metastore answers at {uri}, and `lakehouse catalog up` starts one on this host only "
+                           "(127.0.0.1 or localhost): start that one, or point LAKEHOUSE_METASTORE_URI here")
+    if port_taken("127.0.0.1", port):
+        raise CatalogError(f"port {port} on {host} is taken by another program (the metastore needs it): free it, or "
+                           "set LAKEHOUSE_METASTORE_URI to another thrift://host:port")
+    files = MetastoreFiles(settings.layout.catalog)
+    files.conf.mkdir(parents=True, exist_ok=True)
+    files.warehouse.mkdir(parents=True, exist_ok=True)
+    (files.conf / "hive-site.xml").write_text(hive_site(files))
+    process = files.daemon.start(command(files, port), cwd=files.home)  # outlives this command
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CatalogError(f"the metastore exited at start (code {process.returncode}): "
+                               f"{files.daemon.last_error()}; log: {files.log}")
+        if answers(uri, timeout=2.0):
+            return True, f"catalog up at {uri} (pid {process.pid}; Derby {files.derby}; log {files.log})"
+        time.sleep(0.5)
+    files.daemon.stop(STOP_TIMEOUT_SECONDS)
+    raise CatalogError(f"the metastore did not answer at {uri} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+
+
+def down(settings: Settings) -> str:
+    """Stop the metastore `up` started, waiting until it has exited."""
+    files = MetastoreFiles(settings.layout.catalog)
+    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS)
+    if pid is None:
+        return f"no metastore started by `lakehouse catalog up` runs (pid file {files.daemon.pid_file})"
+    return f"catalog stopped (pid {pid})"
+
+
+def status(settings: Settings) -> dict:
+    """`uri`, `up`, `backend` (`derby` for the one `catalog up` runs here, `external` for another that answers),
+    `warehouse` (its databases' default location, for the one run here), `databases` (when it answers)."""
+    uri = settings.metastore_uri
+    files = MetastoreFiles(settings.layout.catalog)
+    try:
+        names = sorted(databases(uri, timeout=3.0))
+    except CatalogError:
+        names = None
+    ours = files.daemon.running_pid() is not None
+    return {"uri": uri, "up": names is not None, "backend": "derby" if ours or names is None else "external",
+            "warehouse": files.warehouse.as_uri() if ours or names is None else None, "databases": names}
+
+
+def render(info: dict) -> str:
+    """`lakehouse catalog status`'s lines."""
+    if not info["up"]:
+        return f"no catalog answers at {info['uri']} (start one: lakehouse catalog up)"
+    lines = [f"catalog answers at {info['uri']} ({info['backend']}): {len(info['databases'])} database(s)"]
+    return "\n".join([*lines, *(f"  {name}" for name in info["databases"])])
