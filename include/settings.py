@@ -41,7 +41,6 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from include.catalog.thrift_client import host_port
 from include.storage.layout import Layout
 from include.storage.paths import LocalPath, S3Path, storage_path
 from include.storage.s3 import DEFAULT_ENDPOINT, DEFAULT_REGION, S3Config, bucket_problem, kept_credentials
@@ -192,7 +191,7 @@ def load_settings() -> Settings:
         raise ValueError(f"LAKEHOUSE_KAFKA_TIMEOUT_SECONDS must be a positive integer, got {kafka_timeout!r}")
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
     metastore_uri = _env("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1:9083")
-    host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
+    metastore_host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
     live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
     if not live_drivers.isdigit() or int(live_drivers) < 1:
         raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
@@ -254,3 +253,17 @@ def check_bootstrap(name: str, value: str) -> None:
         host, _, port = server.strip().rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{name} must be host:port (comma-separated for several brokers), got {value!r}")
+
+
+def metastore_host_port(uri: str) -> tuple[str, int]:
+    """(host, port) of a `thrift://host:port` URI; ValueError naming LAKEHOUSE_METASTORE_URI otherwise."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "thrift" or not parts.hostname or port is None or parts.path not in ("", "/"):
+        raise ValueError(f"LAKEHOUSE_METASTORE_URI must be thrift://host:port, got {uri!r}")
+    return parts.hostname, port

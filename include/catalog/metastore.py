@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from include.catalog.thrift_client import ThriftError, get_all_databases, host_port
+from include.catalog.thrift_client import ThriftError, get_all_databases
 from include.cluster.daemons import Daemon, java, port_taken
 from include.settings import Settings
+from include.settings import metastore_host_port as host_port
 
 log = logging.getLogger(__name__)
 

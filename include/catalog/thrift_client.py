@@ -6,23 +6,10 @@ from __future__ import annotations
 
 import socket
 import struct
-from urllib.parse import urlsplit
 
 CALL, REPLY, EXCEPTION = 1, 2, 3
 VERSION_1 = 0x80010000
 STOP, I32, STRING, STRUCT, LIST = 0, 8, 11, 12, 15
-
-
-def host_port(uri: str) -> tuple[str, int]:
-    """(host, port) of a `thrift://host:port` URI; ValueError naming LAKEHOUSE_METASTORE_URI otherwise."""
-    parts = urlsplit(uri)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme != "thrift" or not parts.hostname or port is None or parts.path not in ("", "/"):
-        raise ValueError(f"LAKEHOUSE_METASTORE_URI must be thrift://host:port, got {uri!r}")
-    return parts.hostname, port
 
 
 class ThriftError(RuntimeError):
