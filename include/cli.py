@@ -196,8 +196,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    """Generate every source, run the backfill, print the summary; a Kafka source's broker is started first when
-    none answers, and stopped again at the end."""
+    """Generate every source, run the backfill, print the summary; a Kafka source's broker and the catalog are
+    started first when none answers, and stopped again at the end."""
     from contextlib import ExitStack
 
     registry = load_registry(settings.registry_path)
@@ -207,7 +207,33 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         settings.require_writable_root()
         if any(j.source.kind == "kafka" for j in registry.jobs.values()):
             cleanup.enter_context(broker_for_demo(settings))
+        cleanup.enter_context(catalog_for_demo(settings))
         return run_demo(settings, registry, args)
+
+
+def catalog_for_demo(settings: Settings):
+    """A context in which the catalog answers when it can: the one running, or one started here (a local URI) and
+    stopped on exit; one that cannot start is one line, and the demo runs without it."""
+    from contextlib import contextmanager
+
+    from include.catalog import metastore
+
+    @contextmanager
+    def running():
+        try:
+            started, message = metastore.up(settings)
+        except metastore.CatalogError as exc:
+            sys.stderr.write(f"lakehouse demo: running without a catalog: {exc}\n")
+            yield
+            return
+        try:
+            sys.stderr.write(message + "\n")
+            yield
+        finally:
+            if started:
+                sys.stderr.write(metastore.down(settings) + " (the demo started it)\n")
+
+    return running()
 
 
 def store_for_demo(settings: Settings):
@@ -517,16 +543,21 @@ def cmd_catalog(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def catalog_sync(settings: Settings) -> int:
-    """`lakehouse catalog sync`: every table by name, through a Spark session on the catalog."""
-    from include.catalog.tables import named_tables, on_catalog, register
+    """`lakehouse catalog sync`: every table by name, through a Spark session on the catalog (none started while no
+    table exists yet)."""
+    from include.catalog.tables import is_delta_table, named_tables, on_catalog, register
     from include.spark_session import get_spark
 
-    registry = load_registry(settings.registry_path)
+    tables = named_tables(settings, load_registry(settings.registry_path))
+    if not any(is_delta_table(t.location) for t in tables):
+        sys.stdout.write("catalog in sync: no table of the lakehouse exists yet (each job names its tables when it "
+                         "creates them)\n")
+        return 0
     spark = get_spark(settings, app_name="lakehouse-catalog-sync")
     if not on_catalog(spark):
         sys.stderr.write(f"lakehouse catalog sync: no catalog answers at {settings.metastore_uri}\n")
         return 1
-    changes = register(spark, settings, named_tables(settings, registry))
+    changes = register(spark, settings, tables)
     sys.stdout.write("\n".join(changes) + "\n" if changes else "catalog in sync: every table of the lakehouse is "
                                                                  "named\n")
     return 0

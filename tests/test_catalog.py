@@ -40,8 +40,8 @@ def test_a_bad_metastore_uri_is_named(monkeypatch, uri):
         load_settings()
 
 
-def test_the_metastore_keeps_derby_beside_it_and_logs_synchronously(tmp_path):
-    site = hive_site(MetastoreFiles(tmp_path))
+def test_the_metastore_keeps_derby_beside_it_and_logs_synchronously(tmp_path, settings):
+    site = hive_site(MetastoreFiles(tmp_path), settings)
     assert f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true" in site
     assert "<name>hive.async.log.enabled</name><value>false</value>" in site  # else the JVM dies (no LMAX disruptor)
 

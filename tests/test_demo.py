@@ -42,6 +42,12 @@ def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo, reg
     assert int(json.loads(pool.stdout)[0]["slots"]) == settings.spark_pool_slots, pool.stdout
     airflow_log = settings.layout.demo_log.read_text()
     assert "DagRun Finished: dag_id=lakehouse_backfill" in airflow_log and "state=success" in airflow_log
+    # the catalog: started for the demo (none answered), every table named by its job's driver, stopped at the end
+    uri = demo.env["LAKEHOUSE_METASTORE_URI"]
+    assert f"catalog up at {uri}" in result.stderr and "(the demo started it)" in result.stderr, result.stderr[-3000:]
+    for table in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_session_summaries"):
+        name = table.replace("/", ".")
+        assert f"catalog: registered {name} at {settings.layout.table(table).uri}" in airflow_log, name
     for text in ("bronze/clickstream", "gold/user_activity_5m", "gold/user_activity_1h", "quarantined lines:",
                  "state rows", str(settings.root), "data quality gold/user_activity_5m: passed",
                  "data quality report: " + str(settings.layout.data_docs / "index.html"),

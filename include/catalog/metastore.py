@@ -10,6 +10,7 @@ never inferred from a pid, so that a team's own metastore at that URI is used as
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ STOP_TIMEOUT_SECONDS = 30.0
 METASTORE_HEAP = "-Xmx512m"
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 LOG_CONFIG = Path(__file__).with_name("metastore_log4j2.properties")
+S3A_JARS = ("hadoop-aws-*.jar", "bundle-*.jar", "analyticsaccelerator-s3-*.jar")  # from the project's jar cache
 
 
 class CatalogError(RuntimeError):
@@ -99,9 +101,10 @@ def session_confs(settings: Settings) -> dict[str, str]:
     return {}
 
 
-def hive_site(files: MetastoreFiles) -> str:
+def hive_site(files: MetastoreFiles, settings: Settings) -> str:
     """The metastore's configuration: Derby under its home, the schema created on first start, Hive's asynchronous
-    logging off (it needs the LMAX disruptor, which pyspark does not ship: the JVM dies without this)."""
+    logging off (it needs the LMAX disruptor, which pyspark does not ship: the JVM dies without this); on an S3 root,
+    S3A's options (it checks a table's location when it names it; the credentials come from its environment)."""
     properties = {
         "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
         "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
@@ -109,20 +112,22 @@ def hive_site(files: MetastoreFiles) -> str:
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": files.warehouse.as_uri(),
         "hive.async.log.enabled": "false",
+        **settings.s3.hadoop_options(),
     }
     rows = "\n".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
                      for k, v in properties.items())
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}\n</configuration>\n'
 
 
-def command(files: MetastoreFiles, port: int) -> list[str]:
+def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
     from include.cluster.spark_standalone import spark_home
 
     try:
         java_path = java("the Hive metastore")
     except RuntimeError as exc:
         raise CatalogError(str(exc)) from None
-    classpath = f"{spark_home() / 'jars'}/*:{files.conf}"
+    s3a = [str(j) for pattern in S3A_JARS for j in sorted(settings.jars_dir.glob(pattern))]
+    classpath = ":".join([f"{spark_home() / 'jars'}/*", *s3a, str(files.conf)])
     return [java_path, METASTORE_HEAP, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
             f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, "-p", str(port)]
 
@@ -143,8 +148,9 @@ def up(settings: Settings) -> tuple[bool, str]:
     files = MetastoreFiles(settings.layout.catalog)
     files.conf.mkdir(parents=True, exist_ok=True)
     files.warehouse.mkdir(parents=True, exist_ok=True)
-    (files.conf / "hive-site.xml").write_text(hive_site(files))
-    process = files.daemon.start(command(files, port), cwd=files.home)  # outlives this command
+    (files.conf / "hive-site.xml").write_text(hive_site(files, settings))
+    process = files.daemon.start(command(files, settings, port), env={**os.environ, **settings.s3.environment()},
+                                 cwd=files.home)  # outlives this command
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
