@@ -267,6 +267,8 @@ per the writer's `sink.maintenance` in the registry (default: compact, keep 7 da
 
 - **Operational tables** (when `tables` is empty): `_ops/query_progress` rows older than
   `LAKEHOUSE_PROGRESS_RETENTION_DAYS` deleted; every `_ops` table compacted, vacuumed and its commit log cleaned.
+- **Catalog** (when `tables` is empty and a catalog answers): every table named or corrected, as
+  `lakehouse catalog sync` does (never dropped).
 - **Params**: `tables`, the tables to maintain (empty: all of them).
 - **Safe beside running jobs**: appends and VACUUM do not conflict with compaction; a table whose writer is
   running and upserts (MERGE) is not compacted this time (recorded as skipped, with the holder).

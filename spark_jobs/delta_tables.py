@@ -103,9 +103,9 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
                  evolve=True)
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
-    from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_at_start
+    from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_or_warn
 
-    register_at_start(spark, settings, [NamedTable(catalog_name(t), settings.layout.table(t))
+    register_or_warn(spark, settings, [NamedTable(catalog_name(t), settings.layout.table(t))
                                         for t in job.tables_written()] + ops_tables(settings))
 
 

@@ -39,7 +39,8 @@ LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables: list[str] | None = None,
              run_id: str = "") -> list[dict]:
     """Compact and vacuum `tables` (default: all, then the operational tables: retention, compaction, vacuum, log
-    cleanup); returns the `_ops/maintenance` rows it recorded."""
+    cleanup; then every table named in the catalog, as `lakehouse catalog sync`); returns the `_ops/maintenance`
+    rows it recorded."""
     known = registry.tables_written()
     unknown = [t for t in tables or [] if t not in known]
     if unknown:
@@ -49,8 +50,11 @@ def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables
     for table in tables or known:
         rows += _maintain_table(spark, settings, registry, table, run_id)
     maintenance_log.record(settings, rows)
-    if not tables:  # every table: the operational ones too (include/ops/ops_maintenance.py)
+    if not tables:  # every table: the operational ones too (include/ops/ops_maintenance.py), and their names
         rows += maintain_ops_tables(settings, run_id)
+        from include.catalog.tables import named_tables, register_or_warn
+
+        register_or_warn(spark, settings, named_tables(settings, registry))
     return rows
 
 

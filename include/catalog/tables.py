@@ -123,13 +123,14 @@ def on_catalog(spark) -> bool:
     return spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive"
 
 
-def register_at_start(spark, settings: Settings, tables: list[NamedTable]) -> None:
-    """At a job's start (never in a micro-batch): its tables and the operational ones, when its session is on the
-    catalog; a catalog that fails here is one warning, and the job runs on (`lakehouse catalog sync` later)."""
+def register_or_warn(spark, settings: Settings, tables: list[NamedTable]) -> None:
+    """`tables` named, when the session is on the catalog: at a job's start (never in a micro-batch: its tables and the
+    operational ones), after a full maintenance (every table); a catalog that fails here is one warning, and the job
+    or the maintenance goes on (`lakehouse catalog sync` later)."""
     if not on_catalog(spark):
         return
     try:
         register(spark, settings, tables)
     except Exception as exc:  # noqa: BLE001 - the catalog's failure must not stop a job
-        log.warning("catalog: could not register %s (%s); the job runs on, `lakehouse catalog sync` registers them "
+        log.warning("catalog: could not register %s (%s); going on without, `lakehouse catalog sync` registers them "
                     "later", ", ".join(t.name for t in tables), str(exc).splitlines()[0][:300])
