@@ -122,6 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
     catalog_status = catalog_sub.add_parser("status", help="its URI, whether it answers, its backend and databases")
     catalog_status.add_argument("--json", action="store_true", help="as JSON")
 
+    sql = sub.add_parser("sql", help="the SQL endpoint over the catalog: Spark's Thrift server (JDBC, "
+                                     "LAKEHOUSE_SQL_PORT), read-only, behind a login")
+    sql_sub = sql.add_subparsers(dest="sql_command", required=True)
+    sql_sub.add_parser("up", help="start it in the background (the catalog must answer), wait until it answers; "
+                                  "prints its JDBC URL, user and password")
+    sql_sub.add_parser("down", help="stop the endpoint `sql up` started")
+    sql_status = sql_sub.add_parser("status", help="its JDBC URL, whether it answers, its user")
+    sql_status.add_argument("--json", action="store_true", help="as JSON")
+
+    query = sub.add_parser("query", help="one read-only SQL statement over the catalog: through the SQL endpoint when "
+                                         "it answers, else in a local session")
+    query.add_argument("statement", help='e.g. "SELECT count(*) FROM gold.user_activity_5m"')
+    query.add_argument("--format", dest="output", choices=("table", "csv", "json"), default="table",
+                       help="table (default), csv with a header, or a JSON array of objects")
+
     storage = sub.add_parser("storage", help="the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS")
     storage_sub = storage.add_subparsers(dest="storage_command", required=True)
     storage_sub.add_parser("up", help="start it in the background (data under <local>/_s3/), create LAKEHOUSE_ROOT's "
@@ -563,6 +578,43 @@ def catalog_sync(settings: Settings) -> int:
     return 0
 
 
+def cmd_sql(settings: Settings, args: argparse.Namespace) -> int:
+    from include.catalog import sql_endpoint
+
+    try:
+        if args.sql_command == "up":
+            _, message = sql_endpoint.up(settings)
+            sys.stderr.write(message + "\n")
+            sys.stdout.write(f"{sql_endpoint.jdbc_url(settings)}\nuser: {settings.sql_user}\n"
+                             f"password: {sql_endpoint.password(settings)}\n")
+            return 0
+        if args.sql_command == "down":
+            sys.stdout.write(sql_endpoint.down(settings) + "\n")
+            return 0
+    except sql_endpoint.EndpointError as exc:
+        sys.stderr.write(f"lakehouse sql {args.sql_command}: {exc}\n")
+        return 1
+    info = sql_endpoint.status(settings)
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"SQL endpoint {info['jdbc_url']}: {'answers' if info['up'] else 'does not answer'} "
+                         f"(user {info['user']})\n")
+    return 0 if info["up"] else 1
+
+
+def cmd_query(settings: Settings, args: argparse.Namespace) -> int:
+    from include.catalog.query import QueryError, render, run_query
+
+    try:
+        result = run_query(settings, args.statement)
+    except QueryError as exc:
+        sys.stderr.write(f"lakehouse query: {exc}\n")
+        return 1
+    sys.stdout.write(render(result, args.output) + "\n")
+    return 0
+
+
 def cmd_storage(settings: Settings, args: argparse.Namespace) -> int:
     from include.objectstore import server
 
@@ -613,17 +665,17 @@ COMMANDS = {
     "airflow": cmd_airflow, "airflow-setup": cmd_airflow_setup, "airflow-history": cmd_airflow_history,
     "quality": cmd_quality, "maintain": cmd_maintain, "checkpoint": cmd_checkpoint, "schema": cmd_schema,
     "state": cmd_state, "health": cmd_health, "kafka": cmd_kafka, "cluster": cmd_cluster, "storage": cmd_storage,
-    "catalog": cmd_catalog,
+    "catalog": cmd_catalog, "sql": cmd_sql, "query": cmd_query,
 }
 # Commands that start or stop servers, or touch only Airflow: they run whatever the state of an S3 root (`demo`
 # starts its store first)
-WITHOUT_ROOT = ("storage", "kafka", "catalog", "cluster", "demo", "airflow-history")
+WITHOUT_ROOT = ("storage", "kafka", "catalog", "sql", "query", "cluster", "demo", "airflow-history")
 
 
 def prints_a_report(args: argparse.Namespace) -> bool:
     """Commands whose output is a report on stdout (their INFO lines would only come before it)."""
-    return args.command in ("summary", "quality", "state", "health", "kafka", "catalog", "cluster", "storage",
-                            "schema") or (
+    return args.command in ("summary", "quality", "state", "health", "kafka", "catalog", "sql", "query", "cluster",
+                            "storage", "schema") or (
         args.command == "checkpoint" and args.checkpoint_command in ("plan", "inspect"))
 
 

@@ -24,6 +24,10 @@
 | LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_METASTORE_URI          | thrift://127.0.0.1:9083         | the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore at another URI is used as it is |
+| LAKEHOUSE_SQL_PORT               | 10000                           | the SQL endpoint (`lakehouse sql up`: Spark's Thrift server, JDBC `jdbc:hive2://host:port/default`) |
+| LAKEHOUSE_SQL_BIND               | 127.0.0.1                       | the address it listens on (loopback unless set; 0.0.0.0: every interface) |
+| LAKEHOUSE_SQL_USER               | lakehouse                       | its login's user                          |
+| LAKEHOUSE_SQL_PASSWORD           | unset                           | its login's password; unset: one made once, kept owner-only under <local>/_sql/password, printed by `sql up` |
 | LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
 | LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
 | LAKEHOUSE_LOG_MAX_BYTES          | 20000000                        | a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size (include/ops/log_rotation.py) |
@@ -80,6 +84,10 @@ class Settings:
     kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
     metastore_uri: str = "thrift://127.0.0.1:9083"
+    sql_port: int = 10000
+    sql_bind: str = "127.0.0.1"
+    sql_user: str = "lakehouse"
+    sql_password: str = ""  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)
     metastore_uri_set: bool = False  # LAKEHOUSE_METASTORE_URI was given: a catalog is expected (its absence is warned)
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
@@ -192,6 +200,9 @@ def load_settings() -> Settings:
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
     metastore_uri = _env("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1:9083")
     metastore_host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
+    sql_port = _env("LAKEHOUSE_SQL_PORT", "10000")
+    if not sql_port.isdigit() or not 0 < int(sql_port) < 65536:
+        raise ValueError(f"LAKEHOUSE_SQL_PORT must be a port number (1-65535), got {sql_port!r}")
     live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
     if not live_drivers.isdigit() or int(live_drivers) < 1:
         raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
@@ -237,6 +248,10 @@ def load_settings() -> Settings:
         kafka_timeout_seconds=int(kafka_timeout),
         metastore_uri=metastore_uri,
         metastore_uri_set=bool(os.environ.get("LAKEHOUSE_METASTORE_URI", "").strip()),
+        sql_port=int(sql_port),
+        sql_bind=_env("LAKEHOUSE_SQL_BIND", "127.0.0.1"),
+        sql_user=_env("LAKEHOUSE_SQL_USER", "lakehouse"),
+        sql_password=os.environ.get("LAKEHOUSE_SQL_PASSWORD", ""),
         live_drivers=int(live_drivers),
         live_watch_seconds=int(watch),
         log_max_bytes=int(log_max_bytes),

@@ -76,9 +76,10 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiered"):
+def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiered", read_only: bool = False):
     """The SparkSession for this process, created once, with Delta Lake (jars from the project's cache); `jit`: the
-    JIT compilers of the driver's JVM when this process starts it (ResourcesSpec.jit)."""
+    JIT compilers of the driver's JVM when this process starts it (ResourcesSpec.jit); `read_only`: every statement
+    that would change a table or the catalog refused (`lakehouse query`; READ_ONLY_EXTENSION)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs) must run this interpreter, which has the project's packages.
@@ -95,40 +96,10 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
             .config("spark.jars", ",".join(str(j) for j in jars))
             .config("spark.driver.extraJavaOptions", driver_java_options(settings, jit))
         )
-    builder = (
-        builder.config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.extensions", DELTA_EXTENSION)
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        # Delta replays its log (after every commit, too) with this many tasks: the default (50), or even 4, costs
-        # a micro-batch seconds per table on few cores; the tables' logs are small.
-        .config("spark.databricks.delta.snapshotPartitions", "1")
-        # A table the lakehouse creates checkpoints its log every 100 commits, not Delta's 10: the commit that writes
-        # a checkpoint replays the table's state and writes it whole, in the micro-batch (on S3 3-5 s: every tenth
-        # batch of a live job was its slowest, the live p95). A sink's `delta.checkpointInterval` overrides it.
-        .config("spark.databricks.delta.properties.defaults.checkpointInterval", str(CHECKPOINT_INTERVAL))
-        # Delta writes a checksum file beside each commit, listing every file of the table while it has fewer than 50:
-        # a compacted live table's were 20-45 KB a commit, 15-30 times the commit (bench/soak.py), kept as long as the
-        # log (30 days: ~2 GB per table at a commit a minute). Without the list: about 3 KB.
-        .config(ALL_FILES_IN_CHECKSUM, "false")
-        .config("spark.ui.enabled", str(settings.spark_ui).lower())
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.executorEnv.PYSPARK_PYTHON", os.environ["PYSPARK_PYTHON"])
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.adaptive.enabled", "false")
-        # A micro-batch is cached only while its writes read it (spark_jobs.batch_writer): compressing the
-        # cache costs more time than its memory saves (bench/backfill_vs_batch.py).
-        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # Compiled code per JVM: Spark keeps 100 classes, fewer than a group driver's queries and their tables'
-        # Delta log replays and checkpoints use, so it compiled the same ones again (bench/live_fleet.py: Janino
-        # 16 % of the payments group's JVM samples, 9 % with this; a Delta checkpoint's 42 compiles became 11).
-        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
-        .config("spark.sql.warehouse.dir", str(settings.layout.spark_warehouse))
-    )
-    from include.catalog.metastore import session_confs as catalog_confs
-
-    for key, value in (storage_confs(settings) | catalog_confs(settings)).items():
+    confs = lakehouse_confs(settings)
+    if read_only:
+        confs["spark.sql.extensions"] += f",{READ_ONLY_EXTENSION}"
+    for key, value in confs.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level)
@@ -143,6 +114,45 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
                         f"spark-submit --jars {listed} ... (the DAGs do)")
     register_functions(spark)
     return spark
+
+
+def lakehouse_confs(settings: Settings) -> dict[str, str]:
+    """The Spark confs of every session the lakehouse builds (its drivers, the SQL endpoint's): Delta, the tuning
+    below, the storage's and, when its metastore answers, the catalog's."""
+    confs = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Delta replays its log (after every commit, too) with this many tasks: the default (50), or even 4, costs
+        # a micro-batch seconds per table on few cores; the tables' logs are small.
+        "spark.databricks.delta.snapshotPartitions": "1",
+        # A table the lakehouse creates checkpoints its log every 100 commits, not Delta's 10: the commit that writes
+        # a checkpoint replays the table's state and writes it whole, in the micro-batch (on S3 3-5 s: every tenth
+        # batch of a live job was its slowest, the live p95). A sink's `delta.checkpointInterval` overrides it.
+        "spark.databricks.delta.properties.defaults.checkpointInterval": str(CHECKPOINT_INTERVAL),
+        # Delta writes a checksum file beside each commit, listing every file of the table while it has fewer than 50:
+        # a compacted live table's were 20-45 KB a commit, 15-30 times the commit (bench/soak.py), kept as long as the
+        # log (30 days: ~2 GB per table at a commit a minute). Without the list: about 3 KB.
+        ALL_FILES_IN_CHECKSUM: "false",
+        "spark.ui.enabled": str(settings.spark_ui).lower(),
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.executorEnv.PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "false",
+        # A micro-batch is cached only while its writes read it (spark_jobs.batch_writer): compressing the
+        # cache costs more time than its memory saves (bench/backfill_vs_batch.py).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        "spark.ui.showConsoleProgress": "false",
+        # Compiled code per JVM: Spark keeps 100 classes, fewer than a group driver's queries and their tables'
+        # Delta log replays and checkpoints use, so it compiled the same ones again (bench/live_fleet.py: Janino
+        # 16 % of the payments group's JVM samples, 9 % with this; a Delta checkpoint's 42 compiles became 11).
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+        "spark.sql.warehouse.dir": str(settings.layout.spark_warehouse),
+    }
+    from include.catalog.metastore import session_confs as catalog_confs
+
+    return confs | storage_confs(settings) | catalog_confs(settings)
 
 
 def storage_confs(settings: Settings) -> dict[str, str]:
@@ -220,6 +230,7 @@ def python_archive(directory: Path) -> Path:
 
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+READ_ONLY_EXTENSION = "lakehouse.ReadOnlySql"  # spark_jobs/jvm/lakehouse/ReadOnlySql.java
 CHECKPOINT_INTERVAL = 100  # commits between Delta log checkpoints of the tables the lakehouse creates
 ALL_FILES_IN_CHECKSUM = "spark.databricks.delta.allFilesInCrc.enabled"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

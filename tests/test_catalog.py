@@ -1,21 +1,24 @@
-"""The catalog: `lakehouse catalog up | down | status | sync` runs a Hive metastore from pyspark's jars; every job
-names its tables in it when it starts; jobs run while it is down, and `catalog sync` names their tables afterwards.
-Spark sessions on the catalog read every table by name."""
+"""The catalog and SQL: `lakehouse catalog up | down | status | sync` runs a Hive metastore from pyspark's jars;
+every job names its tables in it when it starts; `lakehouse sql up` serves them over JDBC (Spark's Thrift server),
+read-only, behind a login; `lakehouse query` reads them by name through it, or in a local session on the catalog.
+Jobs run while the catalog is down, and `catalog up` (its sync) names their tables afterwards.
+
+One lakehouse per module: a catalog on a free port, the clickstream lineage run once by a `lakehouse run` process."""
 
 from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
 from include.catalog.metastore import MetastoreFiles, hive_site
 from include.catalog.tables import catalog_name, named_tables
 from include.cluster.daemons import free_port_block
-from include.settings import load_settings
-from tests.support.helpers import REPO, arrival_order, generate, run_cli
+from include.settings import Settings, load_settings
+from tests.support.helpers import arrival_order, generate, run_cli
 from tests.support.oracle import expected_gold
 
 LINEAGE = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"]
@@ -33,10 +36,16 @@ def test_catalog_names_follow_the_table_paths(settings, registry):
     assert len(names) == len(registry.tables_written()) + 6
 
 
-@pytest.mark.parametrize("uri", ["http://127.0.0.1:9083", "thrift://127.0.0.1", "thrift://:9083", "9083"])
-def test_a_bad_metastore_uri_is_named(monkeypatch, uri):
-    monkeypatch.setenv("LAKEHOUSE_METASTORE_URI", uri)
-    with pytest.raises(ValueError, match="LAKEHOUSE_METASTORE_URI must be thrift://host:port"):
+@pytest.mark.parametrize(("name", "value", "problem"), [
+    ("LAKEHOUSE_METASTORE_URI", "http://127.0.0.1:9083", "LAKEHOUSE_METASTORE_URI must be thrift://host:port"),
+    ("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1", "LAKEHOUSE_METASTORE_URI must be thrift://host:port"),
+    ("LAKEHOUSE_METASTORE_URI", "thrift://:9083", "LAKEHOUSE_METASTORE_URI must be thrift://host:port"),
+    ("LAKEHOUSE_SQL_PORT", "ten", "LAKEHOUSE_SQL_PORT must be a port number"),
+    ("LAKEHOUSE_SQL_PORT", "70000", "LAKEHOUSE_SQL_PORT must be a port number"),
+])
+def test_bad_catalog_and_sql_settings_are_named(monkeypatch, name, value, problem):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=problem):
         load_settings()
 
 
@@ -44,79 +53,6 @@ def test_the_metastore_keeps_derby_beside_it_and_logs_synchronously(tmp_path, se
     site = hive_site(MetastoreFiles(tmp_path), settings)
     assert f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true" in site
     assert "<name>hive.async.log.enabled</name><value>false</value>" in site  # else the JVM dies (no LMAX disruptor)
-
-
-READ_BY_NAME = """
-import json, sys
-from include.settings import load_settings
-from include.spark_session import get_spark
-spark = get_spark(load_settings(), app_name="catalog-reader")
-out = {"catalog": spark.conf.get("spark.sql.catalogImplementation"), "tables": {}}
-for database in sys.argv[1:]:
-    out["tables"][database] = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {database}").collect())
-out["gold"] = sorted([int(r.window_start.timestamp()), int(r.window_end.timestamp()), r.user_id, r.event_count,
-                      r.total_value] for r in spark.table("gold.user_activity_5m").collect())
-out["bronze"] = spark.table("bronze.clickstream").count() + spark.table("bronze.clickstream_quarantine").count()
-out["columns"] = [r.col_name for r in spark.sql("DESCRIBE TABLE silver.clickstream").collect()]
-print(json.dumps(out))
-"""
-
-
-def read_by_name(env: dict, *databases: str) -> dict:
-    """What a Spark session on the catalog (another driver) reads by name."""
-    result = subprocess.run([sys.executable, "-c", READ_BY_NAME, *databases], env=env, cwd=REPO, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_jobs_name_their_tables_and_readers_read_them_by_name_and_a_catalog_down_is_caught_up(
-        settings, registry, lakehouse_env):
-    port = free_port_block([0])
-    uri = f"thrift://127.0.0.1:{port}"
-    env = {**lakehouse_env, "LAKEHOUSE_METASTORE_URI": uri}
-    down_first = run_cli(["catalog", "status", "--json"], env)
-    assert down_first.returncode == 1 and json.loads(down_first.stdout)["up"] is False
-    sync_down = run_cli(["catalog", "sync"], env)
-    assert sync_down.returncode == 1 and f"no metastore answers at 127.0.0.1:{port}" in sync_down.stderr
-    try:
-        up = run_cli(["catalog", "up"], env, timeout=300)
-        assert up.returncode == 0 and up.stdout.strip().splitlines()[0] == uri, up.stderr[-2000:]
-        again = run_cli(["catalog", "up"], env)
-        assert again.returncode == 0 and f"a metastore already answers at {uri}" in again.stderr
-        status = json.loads(run_cli(["catalog", "status", "--json"], env).stdout)
-        assert status["up"] and status["backend"] == "derby" and "default" in status["databases"], status
-        assert status["warehouse"] == (settings.layout.catalog / "warehouse").as_uri()
-
-        landed = generate(settings, events=600, seed=81, files=2)
-        run = run_cli(["run", *LINEAGE], env, timeout=600)
-        assert run.returncode == 0, run.stderr[-3000:]
-        seen = read_by_name(env, "bronze", "silver", "gold", "ops")
-        assert seen["catalog"] == "hive"
-        assert seen["tables"] == {"bronze": ["clickstream", "clickstream_quarantine"], "silver": ["clickstream"],
-                                  "gold": ["user_activity_5m"], "ops": ["batch_ledger", "query_progress"]}, seen
-        assert seen["bronze"] == sum(len(p.read_text().splitlines()) for p in landed.files)
-        oracle = expected_gold(registry, [arrival_order(landed.files)])["gold/user_activity_5m"]
-        assert oracle and seen["gold"] == sorted([*key, *value] for key, value in oracle.items())
-        assert seen["columns"][:2] == list(registry.job("silver_clickstream").output_schema)[:2]  # the Delta log's
-
-        # The catalog down: a job runs (one warning), and `catalog sync` names its tables once it is back.
-        assert run_cli(["catalog", "down"], env).stdout.startswith("catalog stopped")
-        sessions = run_cli(["run", "gold_user_sessions"], env, timeout=600)
-        assert sessions.returncode == 0, sessions.stderr[-3000:]
-        assert f"no catalog answers at {uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr
-        back = run_cli(["catalog", "up"], env, timeout=300)
-        assert back.returncode == 0, back.stderr[-2000:]
-        # its sync names the new table, and only it: the others are right already (idempotent)
-        assert back.stdout.splitlines()[1:] == [
-            f"registered gold.user_sessions at {settings.layout.table('gold/user_sessions').uri}"], back.stdout
-    finally:
-        stopped = run_cli(["catalog", "down"], env)
-        assert stopped.returncode == 0
-    status = run_cli(["catalog", "status"], env)
-    assert status.returncode == 1 and f"no catalog answers at {uri}" in status.stdout
 
 
 def test_a_taken_port_is_one_line(lakehouse_env):
@@ -130,3 +66,131 @@ def test_a_taken_port_is_one_line(lakehouse_env):
                                     "metastore needs it): free it, or set LAKEHOUSE_METASTORE_URI to another "
                                     "thrift://host:port"), taken.stderr
 
+
+@dataclass
+class NamedLakehouse:
+    settings: Settings
+    env: dict
+    uri: str
+    landed: list[Path]
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    """A lakehouse whose catalog `catalog up` started (asked before, it answered nothing), the clickstream lineage run
+    once; the catalog stopped after the module."""
+    import os
+    import sys
+
+    root = tmp_path_factory.mktemp("named") / "lakehouse"
+    uri = f"thrift://127.0.0.1:{free_port_block([0])}"
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_METASTORE_URI": uri,
+           "LAKEHOUSE_SQL_PORT": str(free_port_block([0])), "LAKEHOUSE_SQL_PASSWORD": "tables-by-name"}
+    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+        env.pop(name, None)
+    settings = replace(load_settings(), root=root, metastore_uri=uri, metastore_uri_set=True)
+    down = run_cli(["catalog", "status", "--json"], env)
+    assert down.returncode == 1 and json.loads(down.stdout)["up"] is False
+    sync_down = run_cli(["catalog", "sync"], env)
+    assert sync_down.returncode == 1 and f"no metastore answers at {uri.removeprefix('thrift://')}" in sync_down.stderr
+    up = run_cli(["catalog", "up"], env, timeout=300)
+    assert up.returncode == 0 and up.stdout.strip().splitlines()[0] == uri, up.stderr[-2000:]
+    try:
+        landed = generate(settings, events=600, seed=81, files=2)
+        run = run_cli(["run", *LINEAGE], env, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        yield NamedLakehouse(settings, env, uri, arrival_order(landed.files))
+    finally:
+        run_cli(["sql", "down"], env)
+        run_cli(["catalog", "down"], env)
+
+
+def query(house: NamedLakehouse, statement: str, output: str = "json"):
+    result = run_cli(["query", "--format", output, statement], house.env, timeout=600)
+    assert result.returncode == 0, (statement, result.stderr[-3000:])
+    return json.loads(result.stdout) if output == "json" else result.stdout
+
+
+def refused(house: NamedLakehouse, statement: str) -> str:
+    result = run_cli(["query", statement], house.env, timeout=600)
+    assert result.returncode == 1, (statement, result.stdout, result.stderr[-2000:])
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_sql_endpoint_serves_every_table_by_name_read_only_behind_its_login(named, registry):
+    house = named
+    again = run_cli(["catalog", "up"], house.env)
+    assert again.returncode == 0 and f"a metastore already answers at {house.uri}" in again.stderr
+    status = json.loads(run_cli(["catalog", "status", "--json"], house.env).stdout)
+    assert status["up"] and status["backend"] == "derby", status
+    assert {"bronze", "silver", "gold", "ops"} <= set(status["databases"])
+
+    up = run_cli(["sql", "up"], house.env, timeout=400)
+    assert up.returncode == 0, up.stderr[-3000:]
+    port = house.env["LAKEHOUSE_SQL_PORT"]
+    url = f"jdbc:hive2://127.0.0.1:{port}/default"
+    assert up.stdout.splitlines() == [url, "user: lakehouse", "password: tables-by-name"], up.stdout
+    endpoint = json.loads(run_cli(["sql", "status", "--json"], house.env).stdout)
+    assert endpoint == {"jdbc_url": url, "host": "127.0.0.1", "port": int(port), "up": True, "user": "lakehouse"}
+
+    # every query below goes through the endpoint (beeline: JDBC)
+    tables = query(house, "SHOW TABLES IN gold") + query(house, "SHOW TABLES IN bronze")
+    assert {(t["namespace"], t["tableName"]) for t in tables} == {
+        ("gold", "user_activity_5m"), ("bronze", "clickstream"), ("bronze", "clickstream_quarantine")}, tables
+    lines = sum(len(p.read_text().splitlines()) for p in house.landed)
+    [counted] = query(house, "SELECT (SELECT count(*) FROM bronze.clickstream) + "
+                             "(SELECT count(*) FROM bronze.clickstream_quarantine) AS n")
+    assert int(counted["n"]) == lines
+    oracle = expected_gold(registry, [house.landed])["gold/user_activity_5m"]
+    rows = query(house, "SELECT unix_timestamp(window_start) AS s, unix_timestamp(window_end) AS e, user_id, "
+                        "event_count, total_value FROM gold.user_activity_5m")
+    assert oracle and {(int(r["s"]), int(r["e"]), r["user_id"]): (int(r["event_count"]), float(r["total_value"]))
+                       for r in rows} == oracle
+
+    for statement, name in (("DROP TABLE gold.user_activity_5m", "DROP TABLE"),
+                            ("INSERT INTO gold.user_activity_5m SELECT * FROM gold.user_activity_5m", "INSERT"),
+                            ("DELETE FROM bronze.clickstream", "DELETE"), ("VACUUM silver.clickstream", "VACUUM"),
+                            ("ALTER TABLE silver.clickstream SET TBLPROPERTIES ('x' = 'y')", "ALTER TABLE")):
+        assert refused(house, statement).startswith(f"lakehouse query: read-only: {name} is refused"), statement
+    assert len(query(house, "SELECT * FROM gold.user_activity_5m")) == len(oracle)  # the rows unchanged
+
+    from include.cluster.spark_standalone import spark_home
+
+    beeline = run_cli_beeline(spark_home(), url, "lakehouse", "wrong", "SELECT 1")
+    assert beeline.returncode != 0 and "Error validating the login" in beeline.stderr, beeline.stderr[-2000:]
+
+    assert run_cli(["sql", "down"], house.env).stdout.startswith("SQL endpoint stopped")
+    assert run_cli(["sql", "status"], house.env).returncode == 1
+
+
+def run_cli_beeline(spark_home: Path, url: str, user: str, password: str, statement: str):
+    """beeline, the JDBC client pyspark ships, as a person would run it."""
+    import os
+    import subprocess
+
+    return subprocess.run([str(spark_home / "bin" / "beeline"), "-u", url, "-n", user, "-p", password,
+                           "--silent=true", "-e", statement], env={**os.environ, "SPARK_HOME": str(spark_home)},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_local_session_reads_by_name_and_a_catalog_down_is_caught_up(named):
+    """Without the endpoint: `lakehouse query` in a local session on the catalog (read-only too); the catalog down, a
+    job runs with one warning, and the next `catalog up` names its table (only it: the others are right already)."""
+    house = named
+    assert run_cli(["sql", "status"], house.env).returncode == 1  # no endpoint: a local session
+    columns = [c["col_name"] for c in query(house, "DESCRIBE TABLE silver.clickstream")]
+    assert columns[:3] == ["event_id", "user_id", "event_type"], columns  # from the Delta log, not the placeholder
+    assert refused(house, "DROP TABLE silver.clickstream").startswith("lakehouse query: read-only: DROP TABLE")
+
+    assert run_cli(["catalog", "down"], house.env).stdout.startswith("catalog stopped")
+    sessions = run_cli(["run", "gold_user_sessions"], house.env, timeout=600)
+    assert sessions.returncode == 0, sessions.stderr[-3000:]
+    assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr
+    back = run_cli(["catalog", "up"], house.env, timeout=300)
+    assert back.returncode == 0, back.stderr[-2000:]
+    table = house.settings.layout.table("gold/user_sessions")
+    assert back.stdout.splitlines()[1:] == [f"registered gold.user_sessions at {table.uri}"], back.stdout

@@ -36,7 +36,7 @@ class ExitCode(IntEnum):
 
 def job_environment(settings: Settings) -> dict[str, str]:
     """What a job process needs beyond the launcher's environment: the lakehouse, the registry, the
-    batch hooks, the Kafka broker, and this interpreter (which has the project's packages) for the driver and
+    batch hooks, the Kafka broker, the catalog, and this interpreter (which has the project's packages) for the driver and
     workers."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     env = {
@@ -55,6 +55,8 @@ def job_environment(settings: Settings) -> dict[str, str]:
         env["LAKEHOUSE_SPARK_JAVA_OPTIONS"] = settings.spark_java_options
     if settings.kafka_bootstrap_set:  # the broker the launcher was told of, not the connection's
         env["LAKEHOUSE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
+    if settings.metastore_uri_set:  # the catalog the launcher was told of
+        env["LAKEHOUSE_METASTORE_URI"] = settings.metastore_uri
     return env
 
 

@@ -134,6 +134,11 @@ class Layout:
         return self.local / "_catalog"
 
     @property
+    def sql_endpoint(self) -> Path:
+        """The SQL endpoint `lakehouse sql up` runs: its log, pid file and the password it made."""
+        return self.local / "_sql"
+
+    @property
     def cluster(self) -> Path:
         return self.local / "_cluster"
 

@@ -1,0 +1,159 @@
+"""SQL for everyone who reads the lakehouse: Spark's Thrift server (HiveServer2's protocol: beeline, DBeaver,
+Superset, PyHive, any JDBC client) over the catalog: `lakehouse sql up | down | status`.
+
+It listens on `LAKEHOUSE_SQL_PORT` (10000) at `LAKEHOUSE_SQL_BIND` (127.0.0.1: loopback unless configured), is
+spark-submitted on the `spark_default` connection like the jobs (its driver sized by LAKEHOUSE_SPARK_DRIVER_MEMORY),
+with the lakehouse's session confs (Delta, the storage's, the catalog's) and two pieces of the project's JVM jar:
+`lakehouse.SqlLogin` (the login: `LAKEHOUSE_SQL_USER`, `LAKEHOUSE_SQL_PASSWORD`; a password made once and kept,
+readable by its owner only, when none is set) and `lakehouse.ReadOnlySql` (every statement that would change a table
+or the catalog is refused, naming it: the pipelines stay the only writers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from include.cluster.daemons import Daemon, port_taken
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+LOGIN_CLASS = "lakehouse.SqlLogin"
+START_TIMEOUT_SECONDS = 240.0
+STOP_TIMEOUT_SECONDS = 60.0
+
+
+class EndpointError(RuntimeError):
+    """The SQL endpoint cannot be started or reached; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class EndpointFiles:
+    """Where `lakehouse sql up` keeps the endpoint's files (Layout.sql_endpoint)."""
+
+    home: Path
+
+    @property
+    def log(self) -> Path:
+        return self.home / "thrift-server.log"
+
+    @property
+    def password(self) -> Path:
+        return self.home / "password"
+
+    @property
+    def daemon(self) -> Daemon:
+        return Daemon("the SQL endpoint", self.home / "thrift-server.pid", self.log)
+
+
+def jdbc_url(settings: Settings) -> str:
+    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    return f"jdbc:hive2://{host}:{settings.sql_port}/default"
+
+
+def password(settings: Settings) -> str:
+    """LAKEHOUSE_SQL_PASSWORD, else the one made once and kept under the endpoint's files (owner-only)."""
+    if settings.sql_password:
+        return settings.sql_password
+    files = EndpointFiles(settings.layout.sql_endpoint)
+    if files.password.is_file():
+        return files.password.read_text().strip()
+    files.home.mkdir(parents=True, exist_ok=True)
+    made = secrets.token_urlsafe(18)
+    descriptor = os.open(files.password, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(made + "\n")
+    return made
+
+
+def answers(settings: Settings, timeout: float = 2.0) -> bool:
+    """Something accepts connections on the endpoint's port (HiveServer2 opens it once it is ready)."""
+    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    try:
+        with socket.create_connection((host, settings.sql_port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def submit_command(settings: Settings) -> list[str]:
+    """spark-submit of the Thrift server on the `spark_default` connection, with the lakehouse's confs."""
+    from include.airflow.environment import airflow_environment
+
+    for key, value in airflow_environment(settings).items():  # the connections file, for a command outside Airflow
+        if key.startswith("AIRFLOW__SECRETS__"):
+            os.environ.setdefault(key, value)
+    with contextlib.redirect_stdout(sys.stderr):
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from include.ops.launch import submit_kwargs
+    from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
+
+    confs = lakehouse_confs(settings)
+    if confs.get("spark.sql.catalogImplementation") != "hive":
+        raise EndpointError(f"no catalog answers at {settings.metastore_uri}: start it first (lakehouse catalog up)")
+    confs["spark.sql.extensions"] = f"{confs['spark.sql.extensions']},{READ_ONLY_EXTENSION}"
+    kwargs = submit_kwargs(settings, "lakehouse-sql", [
+        "--hiveconf", f"hive.server2.thrift.port={settings.sql_port}",
+        "--hiveconf", f"hive.server2.thrift.bind.host={settings.sql_bind}",
+        "--hiveconf", "hive.server2.authentication=CUSTOM",
+        "--hiveconf", f"hive.server2.custom.authentication.class={LOGIN_CLASS}",
+    ])
+    kwargs["conf"] = {**confs, **kwargs["conf"]}
+    kwargs["java_class"] = THRIFT_SERVER_CLASS
+    # on the driver's class path, not only --jars: the server's sessions load Delta's catalog and the login there
+    kwargs["driver_class_path"] = kwargs["jars"].replace(",", os.pathsep)
+    with contextlib.redirect_stdout(sys.stderr):  # the hook's log lines (Airflow logs to stdout) are not our output
+        return SparkSubmitHook(**kwargs)._build_spark_submit_command("spark-internal")
+
+
+def up(settings: Settings) -> tuple[bool, str]:
+    """Start the endpoint in the background unless one answers on its port; wait until it answers.
+    Returns (started, message); raises EndpointError saying why it cannot start."""
+    from include.ops.launch import job_environment
+
+    if answers(settings):
+        return False, f"the SQL endpoint already answers at {jdbc_url(settings)}"
+    if port_taken(settings.sql_bind or "0.0.0.0", settings.sql_port):
+        raise EndpointError(f"port {settings.sql_port} is taken by another program (the SQL endpoint needs it): free "
+                            "it, or set LAKEHOUSE_SQL_PORT to another port")
+    files = EndpointFiles(settings.layout.sql_endpoint)
+    files.home.mkdir(parents=True, exist_ok=True)
+    command = submit_command(settings)
+    env = {**os.environ, **job_environment(settings), "LAKEHOUSE_SQL_USER": settings.sql_user,
+           "LAKEHOUSE_SQL_PASSWORD": password(settings)}
+    process = files.daemon.start(command, env=env, cwd=files.home)  # outlives this command
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise EndpointError(f"the SQL endpoint exited at start (code {process.returncode}): "
+                                f"{files.daemon.last_error()}; log: {files.log}")
+        if answers(settings):
+            return True, f"SQL endpoint up at {jdbc_url(settings)} (pid {process.pid}; log {files.log})"
+        time.sleep(1.0)
+    files.daemon.stop(STOP_TIMEOUT_SECONDS)
+    raise EndpointError(f"the SQL endpoint did not answer within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+
+
+def down(settings: Settings) -> str:
+    files = EndpointFiles(settings.layout.sql_endpoint)
+    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS)
+    if pid is None:
+        return f"no SQL endpoint started by `lakehouse sql up` runs (pid file {files.daemon.pid_file})"
+    return f"SQL endpoint stopped (pid {pid})"
+
+
+def status(settings: Settings) -> dict:
+    """`jdbc_url`, `host`, `port`, `up`, `user`."""
+    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    return {"jdbc_url": jdbc_url(settings), "host": host, "port": settings.sql_port, "up": answers(settings),
+            "user": settings.sql_user}
