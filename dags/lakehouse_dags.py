@@ -22,6 +22,7 @@ from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, job_doc
 from include.airflow.operators import (
+    CatalogSqlOperator,
     CheckpointOperator,
     LakehouseSparkSubmitOperator,
     MaintenanceOperator,
@@ -241,6 +242,16 @@ the source's schema does not name, and their names) whenever one of them is upda
 - **Recovering**: fix the data (or the job) and rerun; a failing expectation names its observed value.
 """
 
+SUMMARY_SQL = ("SELECT 'gold.user_activity_5m' AS table_name, count(*) AS row_count, max(window_end) AS latest "
+               "FROM gold.user_activity_5m")
+SUMMARY_SQL_DOC = f"""
+# gold_summary_by_name
+
+The pattern for a DAG author who reads the lakehouse by name: the Spark provider's `SparkSqlOperator` (connection
+`lakehouse_sql`) with plain SQL over the catalog, read-only. Here the rows and the latest window of
+`gold.user_activity_5m`, in the task's log; skipped while no catalog answers at `{SETTINGS.metastore_uri}`.
+"""
+
 with DAG(
     dag_id="data_quality",
     description="Great Expectations suites of the gold and bronze tables when they change; the report is in Browse → Data "
@@ -256,6 +267,7 @@ with DAG(
     for table in QUALITY_TABLES:
         QualityCheckOperator(task_id=f"validate_{table.replace('/', '__')}", tables=[table], writers=WRITERS,
                              doc_md=QUALITY_DOC)
+    CatalogSqlOperator(task_id="gold_summary_by_name", settings=SETTINGS, doc_md=SUMMARY_SQL_DOC, sql=SUMMARY_SQL)
 
 TABLES = REGISTRY.tables_written()
 MAINTENANCE_DOC = f"""

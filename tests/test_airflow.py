@@ -69,7 +69,8 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert "`gold_user_sessions`" in live.get_task("supervise_clickstream_gold").doc_md
     assert live.get_task("health_report").upstream_task_ids == supervised
     quality = bag.dags["data_quality"]
-    assert {t.task_id for t in quality.tasks} == {f"validate_{t.replace('/', '__')}" for t in suites}
+    assert {t.task_id for t in quality.tasks} == {f"validate_{t.replace('/', '__')}" for t in suites} | {
+        "gold_summary_by_name"}  # and the pattern of a task reading tables by name (tests/test_catalog.py)
     assert {"gold/user_sessions", "gold/order_payments"} <= set(suites)
     assert {a.name for a in quality.timetable.asset_condition.objects} == {
         registry.job(j).sink.table for j in gold_jobs}
@@ -119,7 +120,8 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert {t.pool for t in spark_tasks} == {"lakehouse_spark"}  # Spark drivers at once: the pool's slots
     # the report link is on the tasks that validate something, and only there
     linked = {t.task_id for dag in (backfill, quality) for t in dag.tasks if t.operator_extra_links}
-    assert linked == {"quality_check", *(t.task_id for t in quality.tasks)}
+    assert linked == {"quality_check", *(t.task_id for t in quality.tasks if t.task_id.startswith("validate_"))}
+    assert quality.get_task("gold_summary_by_name").pool == "lakehouse_spark"
 
 
 @pytest.mark.spark

@@ -186,7 +186,24 @@ def test_a_local_session_reads_by_name_and_a_catalog_down_is_caught_up(named):
     assert columns[:3] == ["event_id", "user_id", "event_type"], columns  # from the Delta log, not the placeholder
     assert refused(house, "DROP TABLE silver.clickstream").startswith("lakehouse query: read-only: DROP TABLE")
 
+    # a DAG task by name: the Spark provider's SparkSqlOperator over the catalog (the data_quality DAG's summary)
+    from airflow.exceptions import AirflowException
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from include.airflow.operators import CatalogSqlOperator
+
+    def task(sql: str) -> CatalogSqlOperator:
+        return CatalogSqlOperator(task_id="by_name", settings=house.settings, sql=sql)
+
+    task("SELECT count(*) FROM gold.user_activity_5m").execute({})  # spark-sql exits 0: the name resolved
+    with pytest.raises(AirflowException, match="Process exit code"):
+        task("DROP TABLE gold.user_activity_5m").execute({})
+    assert query(house, "SHOW TABLES IN gold") == [{"namespace": "gold", "tableName": "user_activity_5m",
+                                                    "isTemporary": False}]
+
     assert run_cli(["catalog", "down"], house.env).stdout.startswith("catalog stopped")
+    with pytest.raises(AirflowSkipException, match=f"no catalog answers at {house.uri}"):
+        task("SELECT 1").execute({})
     sessions = run_cli(["run", "gold_user_sessions"], house.env, timeout=600)
     assert sessions.returncode == 0, sessions.stderr[-3000:]
     assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr

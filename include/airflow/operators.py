@@ -6,6 +6,7 @@ import subprocess
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
@@ -184,6 +185,41 @@ class MaintenanceOperator(SparkSubmitOperator):
         tables = list((context.get("params") or {}).get("tables") or [])
         self.application_args = [*tables, "--run-id", str(context.get("run_id") or "")]
         return super().execute(context)
+
+
+class CatalogSqlOperator(SparkSqlOperator):
+    """The Spark provider's SparkSqlOperator over the catalog (connection `lakehouse_sql`): `sql` reads the lakehouse's
+    tables by name (`gold.user_activity_5m`), read-only, with the lakehouse's session settings. Skipped while no
+    catalog answers (`lakehouse catalog up`)."""
+
+    def __init__(self, *, settings: Settings, **kwargs):
+        kwargs.setdefault("pool", SPARK_POOL)
+        super().__init__(conn_id=SQL_CONN_ID, name="lakehouse-sql-task", **kwargs)
+        self.settings = settings
+
+    def execute(self, context):
+        import os
+        import sys
+        from pathlib import Path
+
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from include.catalog.metastore import answers
+        from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
+
+        if not answers(self.settings.metastore_uri):
+            raise AirflowSkipException(f"no catalog answers at {self.settings.metastore_uri} (lakehouse catalog up)")
+        jars = sorted(str(j) for j in self.settings.jars_dir.glob("*.jar"))
+        confs = lakehouse_confs(self.settings)
+        self._conf = {**confs, "spark.sql.extensions": f"{confs['spark.sql.extensions']},{READ_ONLY_EXTENSION}",
+                      "spark.jars": ",".join(jars), "spark.driver.extraClassPath": ":".join(jars)}
+        interpreter_bin = str(Path(sys.executable).parent)  # pyspark's spark-sql, beside this interpreter
+        if interpreter_bin not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = f"{interpreter_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        return super().execute(context)
+
+
+SQL_CONN_ID = "lakehouse_sql"  # include/airflow/connections.json
 
 
 class CheckpointOperator(SparkSubmitOperator):
