@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
     catalog_sub.add_parser("up", help="start it in the background (Derby under <local>/_catalog/), wait until it answers")
     catalog_sub.add_parser("down", help="stop the metastore `catalog up` started")
+    catalog_sub.add_parser("serve", help="run the metastore in the foreground (a container's command)")
     catalog_sub.add_parser("sync", help="register or correct every table of the registry and the operational ones "
                                         "(idempotent; prints what it changed; never drops a table)")
     catalog_status = catalog_sub.add_parser("status", help="its URI, whether it answers, its backend and databases")
@@ -543,6 +544,8 @@ def cmd_catalog(settings: Settings, args: argparse.Namespace) -> int:
         if args.catalog_command == "down":
             sys.stdout.write(metastore.down(settings) + "\n")
             return 0
+        if args.catalog_command == "serve":
+            metastore.serve(settings)  # does not return
         if args.catalog_command == "sync":
             metastore.databases(settings.metastore_uri)  # one line when none answers, before a Spark driver starts
             return catalog_sync(settings)

@@ -24,6 +24,7 @@
 | LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
 | LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
 | LAKEHOUSE_METASTORE_URI          | thrift://127.0.0.1:9083         | the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore at another URI is used as it is |
+| LAKEHOUSE_METASTORE_DB           | unset                           | the catalog's database: `postgresql://user:password@host:port/database` (docker-compose.yaml's `metastore` service); unset: Derby under <local>/_catalog |
 | LAKEHOUSE_SQL_PORT               | 10000                           | the SQL endpoint (`lakehouse sql up`: Spark's Thrift server, JDBC `jdbc:hive2://host:port/default`) |
 | LAKEHOUSE_SQL_BIND               | 127.0.0.1                       | the address it listens on (loopback unless set; 0.0.0.0: every interface) |
 | LAKEHOUSE_SQL_USER               | lakehouse                       | its login's user                          |
@@ -88,6 +89,7 @@ class Settings:
     sql_bind: str = "127.0.0.1"
     sql_user: str = "lakehouse"
     sql_password: str = ""  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)
+    metastore_db: str = ""  # LAKEHOUSE_METASTORE_DB: the catalog's PostgreSQL database (empty: Derby)
     metastore_uri_set: bool = False  # LAKEHOUSE_METASTORE_URI was given: a catalog is expected (its absence is warned)
     kafka_timeout_seconds: int = 20
     live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
@@ -200,6 +202,9 @@ def load_settings() -> Settings:
     check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
     metastore_uri = _env("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1:9083")
     metastore_host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
+    metastore_db = _env("LAKEHOUSE_METASTORE_DB", "")
+    if metastore_db:
+        postgres_address(metastore_db)  # ValueError naming LAKEHOUSE_METASTORE_DB
     sql_port = _env("LAKEHOUSE_SQL_PORT", "10000")
     if not sql_port.isdigit() or not 0 < int(sql_port) < 65536:
         raise ValueError(f"LAKEHOUSE_SQL_PORT must be a port number (1-65535), got {sql_port!r}")
@@ -248,6 +253,7 @@ def load_settings() -> Settings:
         kafka_timeout_seconds=int(kafka_timeout),
         metastore_uri=metastore_uri,
         metastore_uri_set=bool(os.environ.get("LAKEHOUSE_METASTORE_URI", "").strip()),
+        metastore_db=metastore_db,
         sql_port=int(sql_port),
         sql_bind=_env("LAKEHOUSE_SQL_BIND", "127.0.0.1"),
         sql_user=_env("LAKEHOUSE_SQL_USER", "lakehouse"),
@@ -282,3 +288,35 @@ def metastore_host_port(uri: str) -> tuple[str, int]:
     if parts.scheme != "thrift" or not parts.hostname or port is None or parts.path not in ("", "/"):
         raise ValueError(f"LAKEHOUSE_METASTORE_URI must be thrift://host:port, got {uri!r}")
     return parts.hostname, port
+
+
+@dataclass(frozen=True)
+class PostgresAddress:
+    """A PostgreSQL database: where the catalog keeps its tables (LAKEHOUSE_METASTORE_DB)."""
+
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+
+
+def postgres_address(url: str) -> PostgresAddress:
+    """The parts of `postgresql://user:password@host:port/database`; ValueError naming LAKEHOUSE_METASTORE_DB."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 5432
+    except ValueError:
+        port = 0
+    database = parts.path.lstrip("/")
+    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname or not port or not database \
+            or "/" in database or not parts.username:
+        raise ValueError("LAKEHOUSE_METASTORE_DB must be postgresql://user:password@host:port/database, got "
+                         f"{parts.scheme}://...{'/' + database if database else ''}")
+    return PostgresAddress(parts.hostname, port, database, unquote(parts.username), unquote(parts.password or ""))

@@ -105,10 +105,8 @@ def named(tmp_path_factory):
         run_cli(["catalog", "down"], env)
 
 
-def query(house: NamedLakehouse, statement: str, output: str = "json"):
-    result = run_cli(["query", "--format", output, statement], house.env, timeout=600)
-    assert result.returncode == 0, (statement, result.stderr[-3000:])
-    return json.loads(result.stdout) if output == "json" else result.stdout
+def query(house: NamedLakehouse, statement: str) -> list[dict]:
+    return query_in(house.env, statement)
 
 
 def refused(house: NamedLakehouse, statement: str) -> str:
@@ -124,7 +122,7 @@ def test_the_sql_endpoint_serves_every_table_by_name_read_only_behind_its_login(
     again = run_cli(["catalog", "up"], house.env)
     assert again.returncode == 0 and f"a metastore already answers at {house.uri}" in again.stderr
     status = json.loads(run_cli(["catalog", "status", "--json"], house.env).stdout)
-    assert status["up"] and status["backend"] == "derby", status
+    assert status["up"] and status["backend"] == f"derby ({house.settings.layout.catalog / 'metastore_db'})", status
     assert {"bronze", "silver", "gold", "ops"} <= set(status["databases"])
 
     up = run_cli(["sql", "up"], house.env, timeout=400)
@@ -211,3 +209,87 @@ def test_a_local_session_reads_by_name_and_a_catalog_down_is_caught_up(named):
     assert back.returncode == 0, back.stderr[-2000:]
     table = house.settings.layout.table("gold/user_sessions")
     assert back.stdout.splitlines()[1:] == [f"registered gold.user_sessions at {table.uri}"], back.stdout
+
+
+def test_the_catalog_on_postgresql_is_named_by_one_url(monkeypatch, tmp_path, settings):
+    from include.settings import postgres_address
+
+    monkeypatch.setenv("LAKEHOUSE_METASTORE_DB", "postgresql://metastore:s%40cret@127.0.0.1:5433/metastore")
+    loaded = load_settings()
+    database = postgres_address(loaded.metastore_db)
+    assert (database.host, database.port, database.database, database.user, database.password) == (
+        "127.0.0.1", 5433, "metastore", "metastore", "s@cret")
+    site = hive_site(MetastoreFiles(tmp_path), loaded)
+    assert "<value>jdbc:postgresql://127.0.0.1:5433/metastore</value>" in site and "org.postgresql.Driver" in site
+    for bad in ("mysql://u:p@h:1/db", "postgresql://h:5432/db", "postgresql://u:p@h:5432/"):
+        monkeypatch.setenv("LAKEHOUSE_METASTORE_DB", bad)
+        with pytest.raises(ValueError, match="LAKEHOUSE_METASTORE_DB must be postgresql://user:password@host:port/"):
+            load_settings()
+
+
+def test_a_sink_may_name_its_table_and_readers_may_too(raw, settings):
+    """`sink.table: silver.clicks` names the table in the catalog; its path is silver/clicks, and a job reading it
+    may name it either way."""
+    from include.registry import RegistryError, build_registry
+
+    raw["jobs"]["silver_clickstream"]["sink"]["table"] = "silver.clicks"
+    readers = [j for j in raw["jobs"].values() if (j.get("source") or {}).get("table") == "silver/clickstream"]
+    assert len(readers) >= 2
+    readers[0]["source"]["table"] = "silver.clicks"
+    for reader in readers[1:]:
+        reader["source"]["table"] = "silver/clicks"
+    registry = build_registry(raw)
+    assert registry.job("silver_clickstream").sink.table == "silver/clicks"
+    assert registry.writer_of("silver/clicks").id == "silver_clickstream"
+    names = {t.name: t.location for t in named_tables(settings, registry)}
+    assert names["silver.clicks"] == settings.layout.table("silver/clicks") and "silver.clickstream" not in names
+    raw["jobs"]["silver_clickstream"]["sink"]["table"] = "silver.clicks.v2"
+    with pytest.raises(RegistryError, match=r"sink.table: 'silver.clicks.v2' must look like 'layer/name' \(or its "
+                                            r"name, 'layer.name'\)"):
+        build_registry(raw)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_names_stay_true_through_an_evolve_a_full_refresh_and_a_move(named, raw, tmp_path):
+    """After the tests above (the catalog up again): the registry names a new field, bronze and silver add the column
+    when they start, and `DESCRIBE` by name shows it; a full refresh of gold rebuilds it in place, and its name reads
+    the rebuilt rows; the lakehouse moved to another root, the catalog's sync points every name at the new one."""
+    import copy
+    import shutil
+
+    from tests.support.helpers import gold_rows, saved_registry
+
+    house, env = named, dict(named.env)
+    changed = copy.deepcopy(raw)
+    changed["sources"]["clickstream"]["schema"]["device"] = "string"
+    saved_registry(changed, tmp_path / "jobs.yaml", env)
+    evolved = run_cli(["run", "bronze_clickstream", "silver_clickstream"], env, timeout=600)
+    assert evolved.returncode == 0, evolved.stderr[-3000:]
+    assert "device" in [c["col_name"] for c in query_in(env, "DESCRIBE TABLE silver.clickstream")]
+
+    windows = gold_rows(house.settings, "gold/user_activity_5m")
+    refreshed = run_cli(["checkpoint", "full-refresh", "gold_user_activity_5m", "--actor", "test"], env, timeout=600)
+    assert refreshed.returncode == 0, refreshed.stderr[-3000:]
+    [counted] = query_in(env, "SELECT count(*) AS n FROM gold.user_activity_5m")
+    assert windows and counted["n"] == len(windows) == len(gold_rows(house.settings, "gold/user_activity_5m"))
+
+    assert run_cli(["catalog", "down"], env).returncode == 0
+    moved = tmp_path / "moved" / "lakehouse"
+    shutil.move(str(house.settings.root), moved)  # the catalog's own files (Derby) move with it
+    env_moved = {**env, "LAKEHOUSE_ROOT": str(moved)}
+    try:
+        back = run_cli(["catalog", "up"], env_moved, timeout=300)
+        assert back.returncode == 0, back.stderr[-2000:]
+        assert f"moved gold.user_activity_5m from file:{house.settings.root}/gold/user_activity_5m to " \
+               f"{moved}/gold/user_activity_5m" in back.stdout.splitlines(), back.stdout
+        [counted] = query_in(env_moved, "SELECT count(*) AS n FROM gold.user_activity_5m")
+        assert counted["n"] == len(windows)
+    finally:
+        run_cli(["catalog", "down"], env_moved)
+
+
+def query_in(env: dict, statement: str) -> list[dict]:
+    result = run_cli(["query", "--format", "json", statement], env, timeout=600)
+    assert result.returncode == 0, (statement, result.stderr[-3000:])
+    return json.loads(result.stdout)

@@ -166,3 +166,20 @@ def test_the_cluster_ports_setting_takes_three_or_four_ports_and_names_a_bad_val
     for bad in ("5500,8300", "5500,8300,8200,7100,1", "5500,x,8200"):
         with pytest.raises(ValueError, match=rf"LAKEHOUSE_CLUSTER_PORTS='{bad}': expected three or four ports"):
             Ports.parse(bad)
+
+
+def test_the_catalog_service_is_the_uri_every_driver_uses_on_its_own_database():
+    from include.settings import metastore_host_port, postgres_address
+
+    services = load_compose()["services"]
+    env = services["airflow-scheduler"]["environment"]
+    metastore = services["metastore"]
+    assert metastore_host_port(env["LAKEHOUSE_METASTORE_URI"]) == ("metastore", 9083)
+    assert metastore["command"] == ["lakehouse", "catalog", "serve"] and "9083:9083" in metastore["ports"]
+    database = postgres_address(metastore["environment"]["LAKEHOUSE_METASTORE_DB"])
+    assert (database.host, database.database, database.user) == ("postgres", "metastore", "metastore")
+    init = (REPO / "include" / "cluster" / "postgres-init.sql").read_text()
+    assert f"CREATE ROLE metastore LOGIN PASSWORD '{database.password}'" in init
+    assert "CREATE DATABASE metastore OWNER metastore" in init
+    mounted = [v for v in services["postgres"]["volumes"] if "postgres-init.sql" in v]
+    assert mounted and mounted[0].startswith("./include/cluster/postgres-init.sql:/docker-entrypoint-initdb.d/")

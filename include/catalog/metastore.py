@@ -18,17 +18,19 @@ from xml.sax.saxutils import escape
 
 from include.catalog.thrift_client import ThriftError, get_all_databases
 from include.cluster.daemons import Daemon, java, port_taken
-from include.settings import Settings
+from include.settings import Settings, postgres_address
 from include.settings import metastore_host_port as host_port
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 180.0  # the first start creates Derby's schema (DataNucleus): about a minute on 2 cores
 STOP_TIMEOUT_SECONDS = 30.0
+CLIENT_TIMEOUT = "20s"  # a driver's wait for one metastore call
 METASTORE_HEAP = "-Xmx512m"
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 LOG_CONFIG = Path(__file__).with_name("metastore_log4j2.properties")
-S3A_JARS = ("hadoop-aws-*.jar", "bundle-*.jar", "analyticsaccelerator-s3-*.jar")  # from the project's jar cache
+# from the project's jar cache: S3A (an S3 root), PostgreSQL's JDBC driver (LAKEHOUSE_METASTORE_DB)
+METASTORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar", "analyticsaccelerator-s3-*.jar", "postgresql-*.jar")
 
 
 class CatalogError(RuntimeError):
@@ -93,7 +95,9 @@ def session_confs(settings: Settings) -> dict[str, str]:
     (it is never on a micro-batch's path) and `lakehouse catalog sync` names their tables later."""
     uri = settings.metastore_uri
     if answers(uri, timeout=2.0):
-        return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri}
+        # a metastore that stops answering mid-call (its own database gone) fails a call in seconds, not Hive's 600
+        return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri,
+                "spark.hadoop.hive.metastore.client.socket.timeout": CLIENT_TIMEOUT}
     if settings.metastore_uri_set and uri not in _warned:
         _warned.add(uri)
         log.warning("no catalog answers at %s (LAKEHOUSE_METASTORE_URI): running without it; `lakehouse catalog "
@@ -102,12 +106,21 @@ def session_confs(settings: Settings) -> dict[str, str]:
 
 
 def hive_site(files: MetastoreFiles, settings: Settings) -> str:
-    """The metastore's configuration: Derby under its home, the schema created on first start, Hive's asynchronous
-    logging off (it needs the LMAX disruptor, which pyspark does not ship: the JVM dies without this); on an S3 root,
-    S3A's options (it checks a table's location when it names it; the credentials come from its environment)."""
+    """The metastore's configuration: its database (Derby under its home, or PostgreSQL when LAKEHOUSE_METASTORE_DB
+    names one), the schema created on first start, Hive's asynchronous logging off (it needs the LMAX disruptor, which
+    pyspark does not ship: the JVM dies without this); on an S3 root, S3A's options (it checks a table's location when
+    it names it; the credentials come from its environment)."""
+    if settings.metastore_db:
+        database = postgres_address(settings.metastore_db)
+        connection = {"javax.jdo.option.ConnectionURL": database.jdbc_url,
+                      "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+                      "javax.jdo.option.ConnectionUserName": database.user,
+                      "javax.jdo.option.ConnectionPassword": database.password}
+    else:
+        connection = {"javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
+                      "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver"}
     properties = {
-        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
-        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        **connection,
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": files.warehouse.as_uri(),
@@ -119,6 +132,14 @@ def hive_site(files: MetastoreFiles, settings: Settings) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}\n</configuration>\n'
 
 
+def backend(settings: Settings) -> str:
+    """`derby (<path>)` or `postgresql (host:port/database)`: where the catalog `up` starts keeps its tables."""
+    if settings.metastore_db:
+        database = postgres_address(settings.metastore_db)
+        return f"postgresql ({database.host}:{database.port}/{database.database})"
+    return f"derby ({MetastoreFiles(settings.layout.catalog).derby})"
+
+
 def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
     from include.cluster.spark_standalone import spark_home
 
@@ -126,8 +147,8 @@ def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
         java_path = java("the Hive metastore")
     except RuntimeError as exc:
         raise CatalogError(str(exc)) from None
-    s3a = [str(j) for pattern in S3A_JARS for j in sorted(settings.jars_dir.glob(pattern))]
-    classpath = ":".join([f"{spark_home() / 'jars'}/*", *s3a, str(files.conf)])
+    cached = [str(j) for pattern in METASTORE_JARS for j in sorted(settings.jars_dir.glob(pattern))]
+    classpath = ":".join([f"{spark_home() / 'jars'}/*", *cached, str(files.conf)])
     return [java_path, METASTORE_HEAP, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
             f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, "-p", str(port)]
 
@@ -145,10 +166,7 @@ def up(settings: Settings) -> tuple[bool, str]:
     if port_taken("127.0.0.1", port):
         raise CatalogError(f"port {port} on {host} is taken by another program (the metastore needs it): free it, or "
                            "set LAKEHOUSE_METASTORE_URI to another thrift://host:port")
-    files = MetastoreFiles(settings.layout.catalog)
-    files.conf.mkdir(parents=True, exist_ok=True)
-    files.warehouse.mkdir(parents=True, exist_ok=True)
-    (files.conf / "hive-site.xml").write_text(hive_site(files, settings))
+    files = prepared(settings)
     process = files.daemon.start(command(files, settings, port), env={**os.environ, **settings.s3.environment()},
                                  cwd=files.home)  # outlives this command
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -157,10 +175,32 @@ def up(settings: Settings) -> tuple[bool, str]:
             raise CatalogError(f"the metastore exited at start (code {process.returncode}): "
                                f"{files.daemon.last_error()}; log: {files.log}")
         if answers(uri, timeout=2.0):
-            return True, f"catalog up at {uri} (pid {process.pid}; Derby {files.derby}; log {files.log})"
+            return True, f"catalog up at {uri} (pid {process.pid}; {backend(settings)}; log {files.log})"
         time.sleep(0.5)
     files.daemon.stop(STOP_TIMEOUT_SECONDS)
     raise CatalogError(f"the metastore did not answer at {uri} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+
+
+def prepared(settings: Settings) -> MetastoreFiles:
+    """The metastore's directories and hive-site.xml (it may hold the database's password: owner-only)."""
+    files = MetastoreFiles(settings.layout.catalog)
+    files.conf.mkdir(parents=True, exist_ok=True)
+    files.warehouse.mkdir(parents=True, exist_ok=True)
+    site = files.conf / "hive-site.xml"
+    site.touch(mode=0o600)
+    site.chmod(0o600)
+    site.write_text(hive_site(files, settings))
+    return files
+
+
+def serve(settings: Settings) -> None:
+    """The metastore in the foreground, in place of this process (a container's command: docker-compose.yaml), on
+    the URI's port, every interface."""
+    _, port = host_port(settings.metastore_uri)
+    files = prepared(settings)
+    os.chdir(files.home)
+    argv = command(files, settings, port)
+    os.execve(argv[0], argv, {**os.environ, **settings.s3.environment()})
 
 
 def down(settings: Settings) -> str:
@@ -173,17 +213,18 @@ def down(settings: Settings) -> str:
 
 
 def status(settings: Settings) -> dict:
-    """`uri`, `up`, `backend` (`derby` for the one `catalog up` runs here, `external` for another that answers),
-    `warehouse` (its databases' default location, for the one run here), `databases` (when it answers)."""
+    """`uri`, `up`, `backend` (`derby (...)` or `postgresql (...)` for the one `catalog up` runs here, `external` for
+    another that answers), `warehouse` (its databases' default location, for the one run here), `databases` (when it
+    answers)."""
     uri = settings.metastore_uri
     files = MetastoreFiles(settings.layout.catalog)
     try:
         names = sorted(databases(uri, timeout=3.0))
     except CatalogError:
         names = None
-    ours = files.daemon.running_pid() is not None
-    return {"uri": uri, "up": names is not None, "backend": "derby" if ours or names is None else "external",
-            "warehouse": files.warehouse.as_uri() if ours or names is None else None, "databases": names}
+    ours = files.daemon.running_pid() is not None or names is None
+    return {"uri": uri, "up": names is not None, "backend": backend(settings) if ours else "external",
+            "warehouse": files.warehouse.as_uri() if ours else None, "databases": names}
 
 
 def render(info: dict) -> str:

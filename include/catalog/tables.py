@@ -70,15 +70,38 @@ def is_delta_table(location: StoragePath) -> bool:
     return log_dir.is_dir() and any(log_dir.glob("*.json"))
 
 
-def registered_location(spark, name: str) -> str | None:
-    """The location the catalog records for `name`, or None when it has no such table (the catalog's entry only:
-    DESCRIBE would read the Delta log)."""
-    if not spark.catalog.tableExists(name):
-        return None
+def _session_catalog(spark, name: str):
+    """Spark's own catalog of the session (its entries only: no Delta table is opened) and `name`'s identifier."""
     jvm = spark._jvm
     database, table = name.split(".", 1)
     identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(table, jvm.scala.Option.apply(database))
-    return spark._jsparkSession.sessionState().catalog().getTableMetadata(identifier).location().toString()
+    return spark._jsparkSession.sessionState().catalog(), identifier
+
+
+def registered_location(spark, name: str) -> str | None:
+    """The location the catalog records for `name`, or None when it has no such table (its entry only: a Delta table
+    whose location moved away is still found)."""
+    catalog, identifier = _session_catalog(spark, name)
+    if not catalog.tableExists(identifier):
+        return None
+    return catalog.getTableMetadata(identifier).location().toString()
+
+
+def repoint(spark, name: str, uri: str) -> None:
+    """`name`'s entry pointed at `uri`, as ALTER TABLE SET LOCATION does, without opening the table at its old
+    location (which may be gone: a moved lakehouse)."""
+    from py4j.protocol import Py4JError
+
+    catalog, identifier = _session_catalog(spark, name)
+    table = catalog.getTableMetadata(identifier)
+    location = spark._jvm.scala.Option.apply(spark._jvm.java.net.URI(uri if "://" in uri else f"file:{uri}"))
+    defaults = []  # the rest of withNewStorage's parameters at their defaults (Spark's own command does the same)
+    while True:
+        try:
+            defaults.append(getattr(table, f"withNewStorage$default${len(defaults) + 2}")())
+        except Py4JError:
+            break
+    catalog.alterTable(table.withNewStorage(location, *defaults))
 
 
 def same_location(recorded: str, uri: str) -> bool:
@@ -111,7 +134,7 @@ def register(spark, settings: Settings, tables: list[NamedTable]) -> list[str]:
             changes.append(f"left {table.name} alone: it names the Delta table at {recorded}, not this lakehouse's "
                            f"{table.uri} (drop that entry to name ours)")
         else:
-            spark.sql(f"ALTER TABLE {table.name} SET LOCATION '{table.uri}'")
+            repoint(spark, table.name, table.uri)
             changes.append(f"moved {table.name} from {recorded} to {table.uri}")
     for line in changes:
         log.info("catalog: %s", line)

@@ -29,7 +29,7 @@ from include.registry.sinks import parse_sink
 from include.registry.sources import parse_source, parse_sources
 from include.registry.specs import JobSpec, Registry, ResourcesSpec, StatefulProcess, StreamJoin
 from include.registry.transforms import RIGHT_INPUT_KINDS, parse_transform
-from include.registry.vocabulary import IDENTIFIER
+from include.registry.vocabulary import CATALOG_TABLE_NAME, IDENTIFIER, TABLE_FIELDS
 
 _JOB_FIELDS = ("description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision",
                "quality", "reset_allowed", "group", "resources")
@@ -55,6 +55,20 @@ def load_registry(path: Path) -> Registry:
     return build_registry(raw, path)
 
 
+def tables_as_paths(jobs: Any) -> Any:
+    """The jobs with every table named `database.table` (its name in the catalog: `sink.table: gold.activity_5m`)
+    written as the path it names (`gold/activity_5m`), so that one table has one spelling from here on; a copy."""
+    def convert(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (CATALOG_TABLE_NAME.sub(r"\1/\2", v) if k in TABLE_FIELDS and isinstance(v, str) else convert(v))
+                    for k, v in node.items()}
+        if isinstance(node, list):
+            return [convert(v) for v in node]
+        return node
+
+    return convert(jobs)
+
+
 def build_registry(raw: Any, path: Path | None = None) -> Registry:
     """Validate a parsed registry document."""
     ctx = LoadContext()
@@ -73,7 +87,7 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
     if not isinstance(defaults.get("backfill") or {}, dict):
         ctx.problem("defaults.backfill", "must be a mapping of max_files_per_trigger / max_bytes_per_trigger")
     ctx.sources = parse_sources(ctx, raw.get("sources") or {})
-    raw_jobs = raw.get("jobs") or {}
+    raw_jobs = tables_as_paths(raw.get("jobs") or {})
     if not isinstance(raw_jobs, dict) or not raw_jobs:
         ctx.problems.append("'jobs' must be a non-empty mapping of job id to job")
         raise RegistryError(ctx.problems, path)

@@ -33,7 +33,7 @@ def parse_sink(ctx: LoadContext, where: str, raw: Any, transform: dict,
     for field_name in ("table", "quarantine_table"):
         value = raw.get(field_name)
         if (field_name == "table" or value is not None) and not (isinstance(value, str) and TABLE_NAME.match(value)):
-            ctx.problem(where, f"sink.{field_name}: {value!r} must look like 'layer/name'")
+            ctx.problem(where, f"sink.{field_name}: {value!r} must look like 'layer/name' (or its name, 'layer.name')")
     if mode not in SINK_MODES:
         ctx.problem(where, f"sink.mode: unknown mode {mode!r} (known: {', '.join(SINK_MODES)})")
     merge_keys = list(raw.get("merge_keys") or [])

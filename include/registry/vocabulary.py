@@ -30,6 +30,8 @@ TABLE_PROPERTIES = (*BOOLEAN_PROPERTIES, LOG_RETENTION, FILE_RETENTION,
 
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")  # job ids and the column names a job introduces
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*/[a-z_][a-z0-9_]*$")  # layer/name under LAKEHOUSE_ROOT
+CATALOG_TABLE_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)$")  # database.table: the same table by name
+TABLE_FIELDS = ("table", "quarantine_table", "initial_state")  # the registry's fields that name a table
 
 
 def is_positive_int(value: object) -> bool:
