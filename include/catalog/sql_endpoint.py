@@ -55,8 +55,13 @@ class EndpointFiles:
         return Daemon("the SQL endpoint", self.home / "thrift-server.pid", self.log)
 
 
+def client_host(settings: Settings) -> str:
+    """Where a client on this host reaches the endpoint: its bind address, or loopback when it binds every one."""
+    return "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+
+
 def jdbc_url(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    host = client_host(settings)
     return f"jdbc:hive2://{host}:{settings.sql_port}/default"
 
 
@@ -77,7 +82,7 @@ def password(settings: Settings) -> str:
 
 def answers(settings: Settings, timeout: float = 2.0) -> bool:
     """Something accepts connections on the endpoint's port (HiveServer2 opens it once it is ready)."""
-    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    host = client_host(settings)
     try:
         with socket.create_connection((host, settings.sql_port), timeout=timeout):
             return True
@@ -154,6 +159,6 @@ def down(settings: Settings) -> str:
 
 def status(settings: Settings) -> dict:
     """`jdbc_url`, `host`, `port`, `up`, `user`."""
-    host = "127.0.0.1" if settings.sql_bind in ("0.0.0.0", "") else settings.sql_bind
+    host = client_host(settings)
     return {"jdbc_url": jdbc_url(settings), "host": host, "port": settings.sql_port, "up": answers(settings),
             "user": settings.sql_user}
