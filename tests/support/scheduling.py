@@ -11,8 +11,8 @@ so that neither worker idles while the other has minutes left.
   like any other: run last, alone, they left the other worker idle for minutes. A given checkout runs the same tests
   in the same order in each worker, so that a test's verdict does not depend on which tests happened to run before it
   in its process.
-- A worker is sent its next unit when it is down to its running test. A worker that dies leaves its units to the
-  others.
+- A worker is sent its next unit when it is down to its running test and the one after (a worker starts a test only
+  once it knows the next, or that none follows). A worker that dies leaves its units to the others.
 
 `pytest --record-durations tests/durations.json` writes the seconds each test took (setup, call and teardown), merged
 into what the file knew: run it on the whole suite after adding or changing slow tests.
@@ -122,8 +122,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 workers = sorted(self.nodes, key=lambda node: node.gateway.id)
                 planned = dict.fromkeys(workers, 0.0)
                 self.plan = {worker: [] for worker in workers}
-                for scope in self.workqueue:  # in collection order: longest first
-                    worker = min(workers, key=lambda w: (planned[w], w.gateway.id))
+                for scope in self.workqueue:  # in collection order: longest first; ties (unknown: 0 s) by count
+                    worker = min(workers, key=lambda w: (planned[w], len(self.plan[w]), w.gateway.id))
                     self.plan[worker].append(scope)
                     planned[worker] += self.units["seconds"].get(scope, 0.0)
                 self.log("planned:", {w.gateway.id: round(s) for w, s in planned.items()})
@@ -131,8 +131,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self._reschedule(node)
 
         def _reschedule(self, node) -> None:
-            if node.shutting_down or self._pending_of(self.assigned_work[node]) > 1:
-                return
+            """Keep two tests pending on the worker (it runs a test only once it knows the next one, or that
+            none follows), else tell it that none follows."""
+            while not node.shutting_down and self._pending_of(self.assigned_work[node]) <= 1:
+                if not self._send_next_unit(node):
+                    node.shutdown()
+
+        def _send_next_unit(self, node) -> bool:
             for queue in (self.plan.get(node, []), self.orphans):
                 while queue:
                     scope = queue.pop(0)
@@ -143,8 +148,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     self.assigned_work[node][scope] = work_unit
                     collection = self.registered_collections[node]
                     node.send_runtest_some([collection.index(nodeid) for nodeid in pending])
-                    return
-            node.shutdown()
+                    return True
+            return False
 
         def remove_node(self, node) -> str | None:
             self.orphans[:0] = [*self.assigned_work.get(node, {}), *self.plan.pop(node, [])]
