@@ -109,8 +109,8 @@ def query(house: NamedLakehouse, statement: str) -> list[dict]:
     return query_in(house.env, statement)
 
 
-def refused(house: NamedLakehouse, statement: str) -> str:
-    result = run_cli(["query", statement], house.env, timeout=600)
+def refused(env: dict, statement: str) -> str:
+    result = run_cli(["query", statement], env, timeout=600)
     assert result.returncode == 1, (statement, result.stdout, result.stderr[-2000:])
     return result.stderr.strip().splitlines()[-1]
 
@@ -151,7 +151,7 @@ def test_the_sql_endpoint_serves_every_table_by_name_read_only_behind_its_login(
                             ("INSERT INTO gold.user_activity_5m SELECT * FROM gold.user_activity_5m", "INSERT"),
                             ("DELETE FROM bronze.clickstream", "DELETE"), ("VACUUM silver.clickstream", "VACUUM"),
                             ("ALTER TABLE silver.clickstream SET TBLPROPERTIES ('x' = 'y')", "ALTER TABLE")):
-        assert refused(house, statement).startswith(f"lakehouse query: read-only: {name} is refused"), statement
+        assert refused(house.env, statement).startswith(f"lakehouse query: read-only: {name} is refused"), statement
     assert len(query(house, "SELECT * FROM gold.user_activity_5m")) == len(oracle)  # the rows unchanged
 
     from include.cluster.spark_standalone import spark_home
@@ -171,44 +171,6 @@ def run_cli_beeline(spark_home: Path, url: str, user: str, password: str, statem
     return subprocess.run([str(spark_home / "bin" / "beeline"), "-u", url, "-n", user, "-p", password,
                            "--silent=true", "-e", statement], env={**os.environ, "SPARK_HOME": str(spark_home)},
                           capture_output=True, text=True, timeout=300)
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_a_local_session_reads_by_name_and_a_catalog_down_is_caught_up(named):
-    """Without the endpoint: `lakehouse query` in a local session on the catalog (read-only too); the catalog down, a
-    job runs with one warning, and the next `catalog up` names its table (only it: the others are right already)."""
-    house = named
-    assert run_cli(["sql", "status"], house.env).returncode == 1  # no endpoint: a local session
-    columns = [c["col_name"] for c in query(house, "DESCRIBE TABLE silver.clickstream")]
-    assert columns[:3] == ["event_id", "user_id", "event_type"], columns  # from the Delta log, not the placeholder
-    assert refused(house, "DROP TABLE silver.clickstream").startswith("lakehouse query: read-only: DROP TABLE")
-
-    # a DAG task by name: the Spark provider's SparkSqlOperator over the catalog (the data_quality DAG's summary)
-    from airflow.exceptions import AirflowException
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from include.airflow.operators import CatalogSqlOperator
-
-    def task(sql: str) -> CatalogSqlOperator:
-        return CatalogSqlOperator(task_id="by_name", settings=house.settings, sql=sql)
-
-    task("SELECT count(*) FROM gold.user_activity_5m").execute({})  # spark-sql exits 0: the name resolved
-    with pytest.raises(AirflowException, match="Process exit code"):
-        task("DROP TABLE gold.user_activity_5m").execute({})
-    assert query(house, "SHOW TABLES IN gold") == [{"namespace": "gold", "tableName": "user_activity_5m",
-                                                    "isTemporary": False}]
-
-    assert run_cli(["catalog", "down"], house.env).stdout.startswith("catalog stopped")
-    with pytest.raises(AirflowSkipException, match=f"no catalog answers at {house.uri}"):
-        task("SELECT 1").execute({})
-    sessions = run_cli(["run", "gold_user_sessions"], house.env, timeout=600)
-    assert sessions.returncode == 0, sessions.stderr[-3000:]
-    assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr
-    back = run_cli(["catalog", "up"], house.env, timeout=300)
-    assert back.returncode == 0, back.stderr[-2000:]
-    table = house.settings.layout.table("gold/user_sessions")
-    assert back.stdout.splitlines()[1:] == [f"registered gold.user_sessions at {table.uri}"], back.stdout
 
 
 def test_the_catalog_on_postgresql_is_named_by_one_url(monkeypatch, tmp_path, settings):
@@ -251,22 +213,36 @@ def test_a_sink_may_name_its_table_and_readers_may_too(raw, settings):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_names_stay_true_through_an_evolve_a_full_refresh_and_a_move(named, raw, tmp_path):
-    """After the tests above (the catalog up again): the registry names a new field, bronze and silver add the column
-    when they start, and `DESCRIBE` by name shows it; a full refresh of gold rebuilds it in place, and its name reads
-    the rebuilt rows; the lakehouse moved to another root, the catalog's sync points every name at the new one."""
+def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_move(named, raw, tmp_path):
+    """Without the endpoint, `lakehouse query` reads in a local session on the catalog (read-only too), and a DAG task
+    by the Spark provider's SparkSqlOperator. The registry names a new field: bronze and silver add the column when
+    they start, and `DESCRIBE` by name shows it (from the Delta log, not the metastore's placeholder); a full refresh
+    of gold rebuilds it in place, and its name reads the rebuilt rows. The catalog down, the DAG task is skipped and
+    a job runs with one warning; the lakehouse moved to another root, `catalog up` (its sync) names the job's new
+    table and points every other name at the new root."""
     import copy
     import shutil
 
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from include.airflow.operators import CatalogSqlOperator
     from tests.support.helpers import gold_rows, saved_registry
 
     house, env = named, dict(named.env)
+    assert run_cli(["sql", "status"], env).returncode == 1  # no endpoint: local sessions
     changed = copy.deepcopy(raw)
     changed["sources"]["clickstream"]["schema"]["device"] = "string"
     saved_registry(changed, tmp_path / "jobs.yaml", env)
     evolved = run_cli(["run", "bronze_clickstream", "silver_clickstream"], env, timeout=600)
     assert evolved.returncode == 0, evolved.stderr[-3000:]
-    assert "device" in [c["col_name"] for c in query_in(env, "DESCRIBE TABLE silver.clickstream")]
+    columns = [c["col_name"] for c in query_in(env, "DESCRIBE TABLE silver.clickstream")]
+    assert columns[:3] == ["event_id", "user_id", "event_type"] and "device" in columns, columns
+    assert refused(env, "DROP TABLE silver.clickstream").startswith("lakehouse query: read-only: DROP TABLE")
+
+    def task(sql: str) -> CatalogSqlOperator:  # as in the data_quality DAG's gold_summary_by_name
+        return CatalogSqlOperator(task_id="by_name", settings=house.settings, sql=sql)
+
+    task("SELECT count(*) FROM gold.user_activity_5m").execute({})  # spark-sql exits 0: the name resolved
 
     windows = gold_rows(house.settings, "gold/user_activity_5m")
     refreshed = run_cli(["checkpoint", "full-refresh", "gold_user_activity_5m", "--actor", "test"], env, timeout=600)
@@ -274,15 +250,23 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_and_a_move(named, raw,
     [counted] = query_in(env, "SELECT count(*) AS n FROM gold.user_activity_5m")
     assert windows and counted["n"] == len(windows) == len(gold_rows(house.settings, "gold/user_activity_5m"))
 
-    assert run_cli(["catalog", "down"], env).returncode == 0
+    assert run_cli(["catalog", "down"], env).stdout.startswith("catalog stopped")
+    with pytest.raises(AirflowSkipException, match=f"no catalog answers at {house.uri}"):
+        task("SELECT 1").execute({})
     moved = tmp_path / "moved" / "lakehouse"
     shutil.move(str(house.settings.root), moved)  # the catalog's own files (Derby) move with it
     env_moved = {**env, "LAKEHOUSE_ROOT": str(moved)}
     try:
+        sessions = run_cli(["run", "gold_user_sessions"], env_moved, timeout=600)
+        assert sessions.returncode == 0, sessions.stderr[-3000:]
+        assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr
         back = run_cli(["catalog", "up"], env_moved, timeout=300)
         assert back.returncode == 0, back.stderr[-2000:]
+        changes = back.stdout.splitlines()[1:]
+        assert f"registered gold.user_sessions at {moved}/gold/user_sessions" in changes, back.stdout
         assert f"moved gold.user_activity_5m from file:{house.settings.root}/gold/user_activity_5m to " \
-               f"{moved}/gold/user_activity_5m" in back.stdout.splitlines(), back.stdout
+               f"{moved}/gold/user_activity_5m" in changes, back.stdout
+        assert all(c.startswith("moved ") for c in changes if "gold.user_sessions" not in c), back.stdout
         [counted] = query_in(env_moved, "SELECT count(*) AS n FROM gold.user_activity_5m")
         assert counted["n"] == len(windows)
     finally:

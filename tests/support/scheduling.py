@@ -9,10 +9,12 @@ so that neither worker idles while the other has minutes left.
   seconds planned so far, by the seconds `tests/durations.json` recorded for their tests (an estimate from the markers
   for a test it does not know yet). The cluster's tests (one `lakehouse cluster up` shared by its module) are a unit
   like any other: run last, alone, they left the other worker idle for minutes. A given checkout runs the same tests
-  in the same order in each worker, so that a test's verdict does not depend on which tests happened to run before it
-  in its process.
+  in the same order in each worker (but for a unit taken at the end, below), so that a test's verdict does not depend
+  on which tests happened to run before it in its process.
 - A worker is sent its next unit when it is down to its running test and the one after (a worker starts a test only
-  once it knows the next, or that none follows). A worker that dies leaves its units to the others.
+  once it knows the next, or that none follows). A worker done with its plan takes the last unit another worker has
+  not been sent yet (the estimates are seconds recorded on another run); a worker that dies leaves its units to the
+  others.
 
 `pytest --record-durations tests/durations.json` writes the seconds each test took (setup, call and teardown), merged
 into what the file knew: run it on the whole suite after adding or changing slow tests.
@@ -138,18 +140,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     node.shutdown()
 
         def _send_next_unit(self, node) -> bool:
-            for queue in (self.plan.get(node, []), self.orphans):
-                while queue:
-                    scope = queue.pop(0)
-                    work_unit = self.workqueue.pop(scope, None)
-                    pending = [nodeid for nodeid, done in (work_unit or {}).items() if not done]
-                    if not pending:
-                        continue
-                    self.assigned_work[node][scope] = work_unit
-                    collection = self.registered_collections[node]
-                    node.send_runtest_some([collection.index(nodeid) for nodeid in pending])
-                    return True
+            while (scope := self._next_scope(node)) is not None:
+                work_unit = self.workqueue.pop(scope, None)
+                pending = [nodeid for nodeid, done in (work_unit or {}).items() if not done]
+                if not pending:
+                    continue
+                self.assigned_work[node][scope] = work_unit
+                collection = self.registered_collections[node]
+                node.send_runtest_some([collection.index(nodeid) for nodeid in pending])
+                return True
             return False
+
+        def _next_scope(self, node) -> str | None:
+            """Its own plan's next unit, else an orphan, else the last (shortest) unit another worker has not been
+            sent yet: an estimate that was wrong leaves no worker idle while another has work waiting."""
+            if self.plan.get(node):
+                return self.plan[node].pop(0)
+            if self.orphans:
+                return self.orphans.pop(0)
+            waiting = [plan for worker, plan in self.plan.items() if worker is not node and plan]
+            return max(waiting, key=len).pop() if waiting else None
 
         def remove_node(self, node) -> str | None:
             self.orphans[:0] = [*self.assigned_work.get(node, {}), *self.plan.pop(node, [])]
