@@ -15,7 +15,7 @@ from include.registry import load_registry
 from include.settings import Settings, load_settings
 from tests.support.kafka import delete_topics
 
-pytest_plugins = ["tests.support.scheduling"]  # how the two workers share the suite
+pytest_plugins = ["tests.support.scheduling", "tests.support.cpu_profile"]  # how the workers share the suite; its CPU
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ START_TIMEOUT_SECONDS = 180.0  # the first start creates Derby's schema (DataNuc
 STOP_TIMEOUT_SECONDS = 30.0
 CLIENT_TIMEOUT = "20s"  # a driver's wait for one metastore call
 METASTORE_HEAP = "-Xmx512m"
+METASTORE_JIT = "-XX:TieredStopAtLevel=1"  # C1 alone, as the broker: a small server starts on less CPU
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 LOG_CONFIG = Path(__file__).with_name("metastore_log4j2.properties")
 # from the project's jar cache: S3A (an S3 root), PostgreSQL's JDBC driver (LAKEHOUSE_METASTORE_DB)
@@ -149,7 +150,7 @@ def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
         raise CatalogError(str(exc)) from None
     cached = [str(j) for pattern in METASTORE_JARS for j in sorted(settings.jars_dir.glob(pattern))]
     classpath = ":".join([f"{spark_home() / 'jars'}/*", *cached, str(files.conf)])
-    return [java_path, METASTORE_HEAP, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+    return [java_path, METASTORE_HEAP, METASTORE_JIT, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
             f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, "-p", str(port)]
 
 
