@@ -76,7 +76,7 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "LAKEHOUSE_ROOT": f"s3://lakehouse-cluster/{base.name}", "PYSPARK_PYTHON": sys.executable,
            "LAKEHOUSE_REGISTRY": str(registry), "LAKEHOUSE_LOCAL_DIR": str(base / "local"),
            "LAKEHOUSE_S3_ENDPOINT": endpoint,
-           "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
+           "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}", "LAKEHOUSE_SQL_PORT": str(free_ports(1)),
            "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)},{free_ports(1)}"}
     for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_TEST_PAUSE_AT", "AIRFLOW_HOME"):
         env.pop(variable, None)
@@ -159,7 +159,9 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert all(part["restarts"] == 0 for name, part in info["parts"].items() if name.startswith("airflow-"))
     assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
                                   "airflow-triggerer", "airflow-history", "spark-master", "spark-worker-1", "spark-worker-2",
-                                  "kafka"}
+                                  "kafka", "catalog"}
+    assert info["catalog"]["up"] and info["catalog"]["uri"] == cluster.env["LAKEHOUSE_METASTORE_URI"]
+    assert info["catalog"]["backend"] == f"postgresql (127.0.0.1:{cluster.topology.ports.postgres}/metastore)", info
     assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
     assert info["lakehouse_root"] == cluster.settings.root.uri
     assert info["spark_master"] == cluster.topology.spark_master == f"spark://127.0.0.1:{cluster.topology.ports.spark_master}"
@@ -231,10 +233,36 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
     assert not list((cluster.settings.layout.cluster / "airflow").glob("*.db"))  # no SQLite on the side
     # The executors wrote the bucket: nothing of the lakehouse is on this machine's disk
     local = cluster.settings.local
-    assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_work", "_spark_warehouse"}, list(
-        local.iterdir())  # the servers' own files, the quality run's working copy of its report
+    assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_catalog", "_work", "_spark_warehouse"}, \
+        list(local.iterdir())  # the servers' own files, the quality run's working copy of its report
     assert not [p for p in local.rglob("_delta_log")] and not [p for p in local.rglob("*.parquet")]
     assert cluster.settings.layout.checkpoint("gold_user_activity_5m").uri.startswith("s3a://")
+
+    # by name through the SQL endpoint (JDBC), over the catalog on PostgreSQL that outlived PostgreSQL's restart
+    from include.catalog.tables import catalog_name
+
+    endpoint = run_cli(["sql", "up"], cluster.env, timeout=400)
+    assert endpoint.returncode == 0, endpoint.stderr[-3000:]
+    def query(statement: str) -> list[dict]:
+        read = run_cli(["query", "--format", "json", statement], cluster.env, timeout=300)
+        assert read.returncode == 0, (statement, read.stderr[-3000:])
+        return json.loads(read.stdout)
+
+    try:
+        named = {row["tableName"] for row in query("SHOW TABLES IN gold")}
+        assert {"user_activity_5m", "user_sessions", "user_session_summaries"} <= named, named
+        expected = expected_gold(load_registry(cluster.settings.registry_path), cluster.drops)
+        windows = query("SELECT unix_timestamp(window_start) AS s, unix_timestamp(window_end) AS e, user_id, "
+                        "event_count, total_value FROM gold.user_activity_5m")
+        assert {(int(r["s"]), int(r["e"]), r["user_id"]): (int(r["event_count"]), float(r["total_value"]))
+                for r in windows} == expected["gold/user_activity_5m"]  # beeline's CSV: every value a string
+        [sessions] = query(f"SELECT count(*) AS n FROM {catalog_name('gold/user_sessions')}")
+        assert int(sessions["n"]) == len(expected["gold/user_sessions"])
+        [bronze] = query("SELECT (SELECT count(*) FROM bronze.clickstream) + "
+                         "(SELECT count(*) FROM bronze.clickstream_quarantine) AS n")
+        assert int(bronze["n"]) == sum(len(f.read_text().splitlines()) for drop in cluster.drops for f in drop)
+    finally:
+        run_cli(["sql", "down"], cluster.env)
 
 
 def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_path):

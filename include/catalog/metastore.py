@@ -29,6 +29,11 @@ CLIENT_TIMEOUT = "20s"  # a driver's wait for one metastore call
 METASTORE_HEAP = "-Xmx512m"
 METASTORE_JIT = "-XX:TieredStopAtLevel=1"  # C1 alone, as the broker: a small server starts on less CPU
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+SCHEMA_TOOL_CLASS = "org.datanucleus.store.schema.SchemaTool"
+# what the metastore's own object store sets for DataNucleus (Hive 2.3's defaults): the schema SchemaTool creates must
+# name its tables, columns and keys as the metastore will
+HIVE_DATANUCLEUS = {"datanucleus.identifierFactory": "datanucleus1",
+                    "datanucleus.rdbms.useLegacyNativeValueStrategy": "true", "datanucleus.storeManagerType": "rdbms"}
 LOG_CONFIG = Path(__file__).with_name("metastore_log4j2.properties")
 # from the project's jar cache: S3A (an S3 root), PostgreSQL's JDBC driver (LAKEHOUSE_METASTORE_DB)
 METASTORE_JARS = ("hadoop-aws-*.jar", "bundle-*.jar", "analyticsaccelerator-s3-*.jar", "postgresql-*.jar")
@@ -111,17 +116,8 @@ def hive_site(files: MetastoreFiles, settings: Settings) -> str:
     names one), the schema created on first start, Hive's asynchronous logging off (it needs the LMAX disruptor, which
     pyspark does not ship: the JVM dies without this); on an S3 root, S3A's options (it checks a table's location when
     it names it; the credentials come from its environment)."""
-    if settings.metastore_db:
-        database = postgres_address(settings.metastore_db)
-        connection = {"javax.jdo.option.ConnectionURL": database.jdbc_url,
-                      "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
-                      "javax.jdo.option.ConnectionUserName": database.user,
-                      "javax.jdo.option.ConnectionPassword": database.password}
-    else:
-        connection = {"javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
-                      "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver"}
     properties = {
-        **connection,
+        **_connection(files, settings),
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": files.warehouse.as_uri(),
@@ -133,6 +129,21 @@ def hive_site(files: MetastoreFiles, settings: Settings) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}\n</configuration>\n'
 
 
+def _connection(files: MetastoreFiles, settings: Settings) -> dict[str, str]:
+    """The metastore's database: PostgreSQL when LAKEHOUSE_METASTORE_DB names one, else Derby under its home."""
+    if settings.metastore_db:
+        database = postgres_address(settings.metastore_db)
+        return {"javax.jdo.option.ConnectionURL": database.jdbc_url,
+                "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+                "javax.jdo.option.ConnectionUserName": database.user,
+                "javax.jdo.option.ConnectionPassword": database.password,
+                # HikariCP checks a pooled connection before lending it: a PostgreSQL restarted under the metastore
+                # costs its next call a new connection, not an error (BoneCP, DataNucleus' default, is absent)
+                "datanucleus.connectionPoolingType": "HikariCP"}
+    return {"javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={files.derby};create=true",
+            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver"}
+
+
 def backend(settings: Settings) -> str:
     """`derby (<path>)` or `postgresql (host:port/database)`: where the catalog `up` starts keeps its tables."""
     if settings.metastore_db:
@@ -141,17 +152,56 @@ def backend(settings: Settings) -> str:
     return f"derby ({MetastoreFiles(settings.layout.catalog).derby})"
 
 
-def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
-    from include.cluster.spark_standalone import spark_home
-
+def _java_path() -> str:
     try:
-        java_path = java("the Hive metastore")
+        return java("the Hive metastore")
     except RuntimeError as exc:
         raise CatalogError(str(exc)) from None
+
+
+def _classpath(files: MetastoreFiles, settings: Settings) -> str:
+    from include.cluster.spark_standalone import spark_home
+
     cached = [str(j) for pattern in METASTORE_JARS for j in sorted(settings.jars_dir.glob(pattern))]
-    classpath = ":".join([f"{spark_home() / 'jars'}/*", *cached, str(files.conf)])
-    return [java_path, METASTORE_HEAP, METASTORE_JIT, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
-            f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", classpath, METASTORE_CLASS, "-p", str(port)]
+    return ":".join([f"{spark_home() / 'jars'}/*", *cached, str(files.conf)])
+
+
+def create_schema(files: MetastoreFiles, settings: Settings) -> None:
+    """On PostgreSQL, every table of the metastore's model created before it serves a call (DataNucleus' SchemaTool
+    over the model the hive-metastore jar carries, package.jdo; idempotent: what exists stays). Left to the metastore,
+    a table is created on its first use, and on PostgreSQL that DDL can wait for a lock the transaction of another
+    call holds while that call waits in the JVM for the DDL's lock: seen as a cluster's first CREATE DATABASE that
+    never answered. (Derby's schema is still created on the first start: one JVM owns it.)"""
+    import subprocess
+    import zipfile
+
+    from include.cluster.spark_standalone import spark_home
+
+    [jar] = sorted((spark_home() / "jars").glob("hive-metastore-*.jar"))[-1:]
+    model = files.home / "package.jdo"
+    with zipfile.ZipFile(jar) as archive:
+        model.write_bytes(archive.read("package.jdo"))
+    properties = files.conf / "schema.properties"  # it holds the database's password: owner-only
+    properties.touch(mode=0o600)
+    properties.chmod(0o600)
+    properties.write_text("".join(f"{key}={value}\n" for key, value in {
+        "javax.jdo.PersistenceManagerFactoryClass": "org.datanucleus.api.jdo.JDOPersistenceManagerFactory",
+        **_connection(files, settings), **HIVE_DATANUCLEUS}.items()))
+    result = subprocess.run([_java_path(), METASTORE_JIT, "-cp", _classpath(files, settings), SCHEMA_TOOL_CLASS,
+                             "-create", "-api", "JDO", "-props", str(properties), str(model)],
+                            capture_output=True, text=True, timeout=START_TIMEOUT_SECONDS)
+    with files.log.open("a") as log_file:
+        log_file.write(result.stdout + result.stderr)
+    if result.returncode != 0 or "completed successfully" not in result.stdout:
+        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+        raise CatalogError(f"the metastore's schema could not be created in {backend(settings)}: "
+                           f"{(lines or ['no output'])[-1][:300]}; log: {files.log}")
+
+
+def command(files: MetastoreFiles, settings: Settings, port: int) -> list[str]:
+    return [_java_path(), METASTORE_HEAP, METASTORE_JIT, f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+            f"-Dderby.stream.error.file={files.home / 'derby.log'}", "-cp", _classpath(files, settings), METASTORE_CLASS,
+            "-p", str(port)]
 
 
 def up(settings: Settings) -> tuple[bool, str]:
@@ -168,6 +218,8 @@ def up(settings: Settings) -> tuple[bool, str]:
         raise CatalogError(f"port {port} on {host} is taken by another program (the metastore needs it): free it, or "
                            "set LAKEHOUSE_METASTORE_URI to another thrift://host:port")
     files = prepared(settings)
+    if settings.metastore_db:
+        create_schema(files, settings)
     process = files.daemon.start(command(files, settings, port), env={**os.environ, **settings.s3.environment()},
                                  cwd=files.home)  # outlives this command
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -199,6 +251,8 @@ def serve(settings: Settings) -> None:
     the URI's port, every interface."""
     _, port = host_port(settings.metastore_uri)
     files = prepared(settings)
+    if settings.metastore_db:
+        create_schema(files, settings)
     os.chdir(files.home)
     argv = command(files, settings, port)
     os.execve(argv[0], argv, {**os.environ, **settings.s3.environment()})

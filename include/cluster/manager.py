@@ -77,6 +77,7 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
         if storage == "s3":
             started.settings = settings = _up_storage(started)
         _up_postgres(started)
+        _up_catalog(started)
         kafka_started = _up_kafka(started)
         _up_spark(started)
         _up_airflow(started)
@@ -85,13 +86,15 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
         raise
     state = {"workers": workers, "lakehouse_root": str(settings.root), "storage": storage,
              "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started")),
-             "storage_started": "s3" in started.parts or bool(recorded and recorded.get("storage_started"))}
+             "storage_started": "s3" in started.parts or bool(recorded and recorded.get("storage_started")),
+             "catalog_started": "catalog" in started.parts or bool(recorded and recorded.get("catalog_started"))}
     top.state_file.write_text(json.dumps(state, indent=2) + "\n")
     info = status(settings)
     return [f"cluster up ({', '.join(started.parts) or 'everything was already running'} started)",
             f"Airflow UI: {info['airflow_url']}  (user {info['airflow_user']}, password {info['airflow_password']})",
             f"Spark master: {info['spark_master']}  (UI {info['spark_master_ui']}, {workers} workers)",
             f"PostgreSQL: {HOST}:{top.ports.postgres} database {POSTGRES_DATABASE}",
+            f"catalog: {info['catalog']['uri']} ({info['catalog']['backend']})",
             f"Kafka: {info['kafka_bootstrap']}", f"lakehouse: {settings.root}"
             + (f" (S3 at {settings.s3.endpoint or 'AWS'})" if storage == "s3" else ""), f"logs: {top.logs}"]
 
@@ -138,14 +141,32 @@ def _up_storage(started: Started) -> Settings:
 
 def _up_postgres(started: Started) -> None:
     top = started.top
-    if postgres.running(top):
-        return
-    _require_free("postgres", top.ports.postgres)
-    postgres.initialize(top)
-    postgres.start(top)
-    started.parts.append("postgres")
-    wait_until(lambda: postgres.answers(top), "postgres", 60)
-    postgres.ensure_database(top)
+    if not postgres.running(top):
+        _require_free("postgres", top.ports.postgres)
+        postgres.initialize(top)
+        postgres.start(top)
+        started.parts.append("postgres")
+        wait_until(lambda: postgres.answers(top), "postgres", 60)
+    postgres.ensure_database(top)  # a cluster made before the catalog gets its database too
+
+
+def catalog_settings(settings: Settings, top: Topology) -> Settings:
+    """The settings of the cluster's catalog: the metastore keeps its tables in the cluster's PostgreSQL."""
+    from dataclasses import replace
+
+    return replace(settings, metastore_db=top.metastore_db())
+
+
+def _up_catalog(started: Started) -> None:
+    """The Hive metastore on the cluster's PostgreSQL (database `metastore`), unless one answers at the URI."""
+    from include.catalog import metastore
+
+    try:
+        made, _ = metastore.up(catalog_settings(started.settings, started.top))
+    except metastore.CatalogError as exc:
+        raise ClusterError(f"catalog: {exc}") from exc
+    if made:
+        started.parts.append("catalog")
 
 
 def _up_kafka(started: Started) -> bool:
@@ -215,7 +236,8 @@ def down(settings: Settings) -> list[str]:
     state = read_state(top) or {}
     parts = [f"airflow-{c}" for c in airflow_services.COMPONENTS]
     parts += [f"spark-worker-{n}" for n in range(1, int(state.get("workers") or _recorded_workers(top)) + 1)]
-    parts += ["spark-master"] + (["kafka"] if state.get("kafka_started") else []) + ["postgres"]
+    parts += ["spark-master"] + (["catalog"] if state.get("catalog_started") else [])
+    parts += (["kafka"] if state.get("kafka_started") else []) + ["postgres"]
     parts += ["s3"] if state.get("storage_started") else []
     settings = cluster_settings(settings)
     stopped = _stop(top, settings, parts)
@@ -231,7 +253,7 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
     """Stop `parts` in the cluster's stop order; the ones that ran."""
     order = ([f"airflow-{c}" for c in ("history", "scheduler", "triggerer", "dag-processor", "api-server")]
              + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
-             + ["spark-master", "kafka", "postgres", "s3"])
+             + ["spark-master", "catalog", "kafka", "postgres", "s3"])
     stopped = []
     for part in (p for p in order if p in parts):
         if part == "postgres":
@@ -240,6 +262,10 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
             from include.objectstore import server
 
             ran = "stopped" in server.down(settings)
+        elif part == "catalog":
+            from include.catalog import metastore
+
+            ran = metastore.down(settings).startswith("catalog stopped")
         elif part == "kafka":
             from include.kafka import broker
 
@@ -297,6 +323,10 @@ def status(settings: Settings) -> dict:
         parts[f"spark-worker-{number}"] = {"address": f"{HOST}:{port}", "up": str(port) in alive}
     kafka_up = broker.answers(settings.kafka_bootstrap, timeout=2.0)
     parts["kafka"] = {"address": settings.kafka_bootstrap, "up": kafka_up}
+    from include.catalog import metastore
+
+    catalog = metastore.status(catalog_settings(settings, top) if keys else settings)
+    parts["catalog"] = {"address": catalog["uri"], "up": catalog["up"]}
     return {
         "airflow_url": top.airflow_url,
         "airflow_user": AIRFLOW_USER,
@@ -308,6 +338,7 @@ def status(settings: Settings) -> dict:
         "kafka_bootstrap": settings.kafka_bootstrap if kafka_up else None,
         "lakehouse_root": str(settings.root),
         "storage": storage_status(settings),
+        "catalog": catalog,
         "logs": str(top.logs),
         "parts": parts,
     }

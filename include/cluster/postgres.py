@@ -9,7 +9,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from include.cluster.topology import HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology
+from include.cluster.topology import (
+    HOST,
+    METASTORE_DATABASE,
+    METASTORE_USER,
+    POSTGRES_DATABASE,
+    POSTGRES_USER,
+    Topology,
+)
 
 SERVER_USER = "postgres"  # PostgreSQL refuses to run as root: as root, the server runs as this (Debian's) user
 
@@ -144,18 +151,20 @@ def answers(top: Topology) -> bool:
 
 
 def ensure_database(top: Topology) -> None:
-    """Airflow's user and database (owned by that user, so it may create tables in `public`)."""
-    password = top.secrets()["airflow_db_password"]
+    """Airflow's user and database, and the catalog's (each owned by its user, so that it may create tables in
+    `public`)."""
+    keys = top.secrets()
     conn = connect(top)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (POSTGRES_USER,))
-            if cur.fetchone() is None:
-                cur.execute(f"CREATE ROLE {POSTGRES_USER} LOGIN PASSWORD %s", (password,))
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (POSTGRES_DATABASE,))
-            if cur.fetchone() is None:
-                cur.execute(f"CREATE DATABASE {POSTGRES_DATABASE} OWNER {POSTGRES_USER} ENCODING 'UTF8' "
-                            "TEMPLATE template0")
+            for user, password, database in ((POSTGRES_USER, keys["airflow_db_password"], POSTGRES_DATABASE),
+                                             (METASTORE_USER, keys["metastore_db_password"], METASTORE_DATABASE)):
+                cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,))
+                if cur.fetchone() is None:
+                    cur.execute(f"CREATE ROLE {user} LOGIN PASSWORD %s", (password,))
+                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+                if cur.fetchone() is None:
+                    cur.execute(f"CREATE DATABASE {database} OWNER {user} ENCODING 'UTF8' TEMPLATE template0")
     finally:
         conn.close()

@@ -18,6 +18,8 @@ SPARK_MASTER_PORT = 7077
 AIRFLOW_USER = "admin"
 POSTGRES_DATABASE = "airflow"
 POSTGRES_USER = "airflow"
+METASTORE_DATABASE = "metastore"  # the catalog's tables, apart from Airflow's (include/catalog/metastore.py)
+METASTORE_USER = "metastore"
 WORKER_CORES = 1
 WORKER_MEMORY = "2g"
 
@@ -103,17 +105,20 @@ class Topology:
         return f"http://{HOST}:{self.ports.airflow}"
 
     def secrets(self) -> dict[str, str]:
-        """Passwords and keys, made once and kept in secrets.json (readable by this user only)."""
+        """Passwords and keys, each made once and kept in secrets.json (readable by this user only)."""
         path = self.home / "secrets.json"
-        if path.exists():
-            return json.loads(path.read_text())
-        made = {
-            "postgres_password": secrets.token_urlsafe(18),
-            "airflow_db_password": secrets.token_urlsafe(18),
-            "airflow_password": secrets.token_urlsafe(12),
-            "jwt_secret": secrets.token_urlsafe(32),
-            "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        makers = {
+            "postgres_password": lambda: secrets.token_urlsafe(18),
+            "airflow_db_password": lambda: secrets.token_urlsafe(18),
+            "airflow_password": lambda: secrets.token_urlsafe(12),
+            "jwt_secret": lambda: secrets.token_urlsafe(32),
+            "fernet_key": lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+            "metastore_db_password": lambda: secrets.token_urlsafe(18),  # a cluster made before the catalog lacks it
         }
+        if set(makers) <= set(kept):
+            return kept
+        made = {**{key: make() for key, make in makers.items()}, **kept}
         self.home.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(".secrets.json.tmp")
         tmp.write_text(json.dumps(made, indent=2))
@@ -124,6 +129,12 @@ class Topology:
     def database_url(self) -> str:
         password = self.secrets()["airflow_db_password"]
         return f"postgresql+psycopg2://{POSTGRES_USER}:{password}@{HOST}:{self.ports.postgres}/{POSTGRES_DATABASE}"
+
+
+    def metastore_db(self) -> str:
+        """LAKEHOUSE_METASTORE_DB of the cluster's catalog: its own database on the cluster's PostgreSQL."""
+        password = self.secrets()["metastore_db_password"]
+        return f"postgresql://{METASTORE_USER}:{password}@{HOST}:{self.ports.postgres}/{METASTORE_DATABASE}"
 
 
 def topology(settings: Settings, workers: int = 2) -> Topology:
