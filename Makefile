@@ -127,6 +127,7 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/dag_parse.py
 	$(PY) bench/micro_batch_cost.py
 	$(PY) bench/s3_vs_local.py
+	$(PY) bench/catalog_sql.py
 
 # Endurance (issue 41): the live fleet for hours under faults; a benchmark, not a test (bench/soak.py)
 soak: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
