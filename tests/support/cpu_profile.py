@@ -1,9 +1,8 @@
-"""Where the suite's CPU goes: `pytest --record-cpu PATH` writes (merged with what PATH holds), per test, the CPU-seconds its worker's process tree
+"""Where the suite's CPU goes: `pytest --record-cpu PATH` writes, per test, the CPU-seconds its worker's process tree
 spent during it (setup, call and teardown): the worker itself, the processes it started and waited for (a `lakehouse
 run`, spark-submit and their JVMs), and the live ones (the session's Spark driver, a broker, a server), read from
 /proc before and after. On two cores a test's seconds tell how long it waited; its CPU-seconds tell what it took from
-the other worker. Processes that left the worker's tree (a daemon's double fork) are not counted. The scheduler
-reads tests/cpu_seconds.json (scheduling.py).
+the other worker. Processes that left the worker's tree (a daemon's double fork) are not counted.
 """
 
 from __future__ import annotations
@@ -82,9 +81,7 @@ class CpuRecorder:
                 self.seconds[report.nodeid] = value
 
     def pytest_sessionfinish(self) -> None:
-        known = json.loads(self.path.read_text()) if self.path.is_file() else {}
-        known.update(self.seconds)
-        self.path.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+        self.path.write_text(json.dumps(dict(sorted(self.seconds.items())), indent=1) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -11,9 +11,6 @@ so that neither worker idles while the other has minutes left.
   like any other: run last, alone, they left the other worker idle for minutes. A given checkout runs the same tests
   in the same order in each worker (but for a unit taken at the end, below), so that a test's verdict does not depend
   on which tests happened to run before it in its process.
-- Each worker's long units are then ordered by how busy they keep the CPU (`tests/cpu_seconds.json`, written by
-  `pytest --record-cpu`): one worker starts with those that mostly wait, the other with those that mostly compute,
-  so that both wait at once less often; the short units follow, longest first.
 - A worker is sent its next unit when it is down to its running test and the one after (a worker starts a test only
   once it knows the next, or that none follows). A worker done with its plan takes the last unit another worker has
   not been sent yet (the estimates are seconds recorded on another run); a worker that dies leaves its units to the
@@ -32,10 +29,8 @@ from pathlib import Path
 import pytest
 
 DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
-CPU_SECONDS = Path(__file__).resolve().parents[1] / "cpu_seconds.json"  # `pytest --record-cpu` (cpu_profile.py)
-LONG_UNIT = 30.0  # seconds: units this long are ordered by how busy they keep the CPU (below)
 CLUSTER = "cluster"  # the cluster's tests: one unit, whatever their fixtures' scopes
-GROUPS_FILE = "xdist-units.json"  # {"groups": {node id: group}, "seconds"/"cpu": {unit: seconds}}, for the controller
+GROUPS_FILE = "xdist-units.json"  # {"groups": {node id: group}, "seconds": {unit: seconds}}, for the controller
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,7 +61,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Put the units longest first; a unit's tests keep their order. Every worker sorts the same
     way (xdist requires one order), and writes the groups for the scheduler."""
     known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    known_cpu = json.loads(CPU_SECONDS.read_text()) if CPU_SECONDS.is_file() else {}
     units: dict[str, list[pytest.Item]] = defaultdict(list)
     groups = {}
     for item in items:
@@ -75,14 +69,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             groups[item.nodeid] = group
         units[group or item.nodeid].append(item)
     seconds = {unit: sum(known.get(i.nodeid, estimate(i)) for i in tests) for unit, tests in units.items()}
-    cpu = {unit: sum(known_cpu.get(i.nodeid, known.get(i.nodeid, estimate(i)) / 2) for i in tests)
-           for unit, tests in units.items()}
     order = sorted(units, key=lambda unit: (-seconds[unit], unit))
     items[:] = [item for unit in order for item in units[unit]]
     if hasattr(config, "workerinput"):
         shared = config._tmp_path_factory.getbasetemp().parent / GROUPS_FILE
         partial = shared.with_name(f".{GROUPS_FILE}.{config.workerinput['workerid']}")
-        partial.write_text(json.dumps({"groups": groups, "seconds": seconds, "cpu": cpu}))
+        partial.write_text(json.dumps({"groups": groups, "seconds": seconds}))
         partial.replace(shared)  # every worker writes the same units: whole, any one
 
 
@@ -136,22 +128,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     worker = min(workers, key=lambda w: (planned[w], len(self.plan[w]), w.gateway.id))
                     self.plan[worker].append(scope)
                     planned[worker] += self.units["seconds"].get(scope, 0.0)
-                for index, worker in enumerate(workers):
-                    self.plan[worker] = self._interleaved(self.plan[worker], busy_first=index % 2 == 1)
                 self.log("planned:", {w.gateway.id: round(s) for w, s in planned.items()})
             for node in self.nodes:
                 self._reschedule(node)
-
-        def _interleaved(self, scopes: list[str], busy_first: bool) -> list[str]:
-            """A worker's long units ordered by how busy they keep the CPU (CPU-seconds per second, from
-            tests/cpu_seconds.json): the first worker starts with the ones that mostly wait (a cluster, a broker
-            lost, a lease race), the second with the ones that mostly compute, so that the two wait at the same
-            time less often (two cores 75% busy when they did). The short units follow, longest first: the end of
-            the run stays fine-grained."""
-            seconds, cpu = self.units["seconds"], self.units["cpu"]
-            long = [s for s in scopes if seconds.get(s, 0.0) >= LONG_UNIT]
-            long.sort(key=lambda s: (cpu.get(s, 0.0) / max(seconds.get(s, 0.0), 1.0), s), reverse=busy_first)
-            return long + [s for s in scopes if seconds.get(s, 0.0) < LONG_UNIT]
 
         def _reschedule(self, node) -> None:
             """Keep two tests pending on the worker (it runs a test only once it knows the next one, or that
