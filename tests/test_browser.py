@@ -46,8 +46,8 @@ def free_port() -> int:
 @pytest.fixture
 def api_server(settings, lakehouse_root, airflow_db, tmp_path, monkeypatch):
     """`airflow api-server` on a free port, with the DAGs serialized and a known admin password. It also serves
-    the Execution API to the tasks an executor runs (`airflow dags test --use-executor`, which writes the task logs
-    the UI shows): one JWT secret for both."""
+    the Execution API to the tasks this test process runs through an executor (`dag.test(use_executor=True)`,
+    which writes the task logs the UI shows): one JWT secret for both."""
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps({"admin": PASSWORD}))
     port = free_port()
@@ -196,8 +196,8 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     shutil.rmtree(settings.root, ignore_errors=True)
     shutil.copytree(demo.settings.root, settings.root, ignore=lambda d, names: [
         n for n in names if Path(d) == demo.settings.root and n in ("_reports", "_ops")])
-    run = data_quality_through_the_executor()
-    assert run.state == DagRunState.SUCCESS, run
+    run = dagbag().dags["data_quality"].test(use_executor=True)  # as the scheduler's executor runs it: with logs
+    assert run.state == DagRunState.SUCCESS
     specs = quality_tables(registry)  # gold tables (row and table suites) and bronze's rescued fields (rows only)
     driver, base = browser, api_server
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # the folder shows this run only
@@ -295,25 +295,6 @@ def pending_approval(dag_id: str) -> str | None:
         return session.scalar(select(TaskInstance.run_id).join(HITLDetail, HITLDetail.ti_id == TaskInstance.id).where(
             TaskInstance.dag_id == dag_id, HITLDetail.responded_at.is_(None),
             TaskInstance.state == TaskInstanceState.AWAITING_INPUT))
-
-
-def data_quality_through_the_executor():
-    """`airflow dags test data_quality --use-executor`: the run as the scheduler's executor makes it (the task logs the
-    UI shows), from a fresh process. The executor forks its workers from the process that runs the DAG, and a child
-    forked from this test's worker panics in delta-rs when an earlier test here started delta-rs's runtime (tokio
-    refuses a forked process). The run, read back from the metadata DB."""
-    from types import SimpleNamespace
-
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    result = subprocess.run(airflow_command() + ["dags", "test", "data_quality", "--use-executor"], env=dict(os.environ),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    with create_session() as session:
-        run = session.scalars(select(DagRun).where(DagRun.dag_id == "data_quality").order_by(DagRun.id.desc())).first()
-        return SimpleNamespace(state=run.state, run_id=run.run_id, log=result.stdout[-3000:])
 
 
 def approval_of_a_full_refresh(driver, base: str, settings) -> None:
