@@ -27,7 +27,7 @@ import pytest
 
 from include.airflow.environment import airflow_command, airflow_environment
 from include.quality.suites import quality_tables
-from tests.support.airflow_dags import dagbag
+from tests.support.airflow_dags import dagbag, executor_workers_from_a_fresh_process
 from tests.support.helpers import REPO, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
@@ -196,7 +196,8 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     shutil.rmtree(settings.root, ignore_errors=True)
     shutil.copytree(demo.settings.root, settings.root, ignore=lambda d, names: [
         n for n in names if Path(d) == demo.settings.root and n in ("_reports", "_ops")])
-    run = dagbag().dags["data_quality"].test(use_executor=True)  # as the scheduler's executor runs it: with logs
+    with executor_workers_from_a_fresh_process():  # as the scheduler's executor runs it: with logs
+        run = dagbag().dags["data_quality"].test(use_executor=True)
     assert run.state == DagRunState.SUCCESS
     specs = quality_tables(registry)  # gold tables (row and table suites) and bronze's rescued fields (rows only)
     driver, base = browser, api_server

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tests.support.helpers import REPO
 
@@ -12,6 +15,19 @@ def dagbag():
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(REPO / "dags"))
+
+
+@contextmanager
+def executor_workers_from_a_fresh_process() -> Iterator[None]:
+    """`dag.test(use_executor=True)` with the LocalExecutor's workers started by a fork server (Airflow's
+    `[core] mp_start_method = forkserver`) rather than forked from this pytest worker: a worker that used delta-rs
+    in-process before holds its tokio runtime, and tokio panics in a forked child. The start method is restored."""
+    previous = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("forkserver", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(previous, force=True)
 
 
 def stored_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
