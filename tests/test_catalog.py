@@ -3,7 +3,8 @@ every job names its tables in it when it starts; `lakehouse sql up` serves them 
 read-only, behind a login; `lakehouse query` reads them by name through it, or in a local session on the catalog.
 Jobs run while the catalog is down, and `catalog up` (its sync) names their tables afterwards.
 
-One lakehouse per module: a catalog on a free port, the clickstream lineage run once by a `lakehouse run` process."""
+One lakehouse per root (local in `make test`; a prefix of the session's S3 bucket in `make test-full`): a catalog on a
+free port, the clickstream lineage run once by a `lakehouse run` process."""
 
 from __future__ import annotations
 
@@ -72,23 +73,35 @@ class NamedLakehouse:
     settings: Settings
     env: dict
     uri: str
-    landed: list[Path]
+    landed: list  # the landing files (local or S3 paths), in arrival order
 
 
-@pytest.fixture(scope="module")
-def named(tmp_path_factory):
-    """A lakehouse whose catalog `catalog up` started (asked before, it answered nothing), the clickstream lineage run
-    once; the catalog stopped after the module."""
+ROOTS = ["local", pytest.param("s3", marks=[pytest.mark.full, pytest.mark.s3])]  # S3: `make test-full`; the
+# cluster's S3 root reads its names through the endpoint in `make test` (tests/test_cluster.py)
+
+
+@pytest.fixture(scope="module", params=ROOTS)
+def named(request, tmp_path_factory):
+    """A lakehouse (a local root, or a prefix of the session's S3 bucket) whose catalog `catalog up` started (asked
+    before, it answered nothing), the clickstream lineage run once; the catalog stopped after the module."""
     import os
     import sys
 
-    root = tmp_path_factory.mktemp("named") / "lakehouse"
+    local = tmp_path_factory.mktemp("named")
     uri = f"thrift://127.0.0.1:{free_port_block([0])}"
-    env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable, "LAKEHOUSE_METASTORE_URI": uri,
-           "LAKEHOUSE_SQL_PORT": str(free_port_block([0])), "LAKEHOUSE_SQL_PASSWORD": "tables-by-name"}
+    if request.param == "s3":
+        from tests.support.s3 import BUCKET
+
+        request.getfixturevalue("s3_server")
+        settings = replace(load_settings(), root=f"s3://{BUCKET}/named-{os.urandom(3).hex()}", local_dir=local)
+    else:
+        settings = replace(load_settings(), root=local / "lakehouse")
+    settings = replace(settings, metastore_uri=uri, metastore_uri_set=True)
+    env = {**os.environ, **settings.storage_environment(), "PYSPARK_PYTHON": sys.executable,
+           "LAKEHOUSE_METASTORE_URI": uri, "LAKEHOUSE_SQL_PORT": str(free_port_block([0])),
+           "LAKEHOUSE_SQL_PASSWORD": "tables-by-name"}
     for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(name, None)
-    settings = replace(load_settings(), root=root, metastore_uri=uri, metastore_uri_set=True)
     down = run_cli(["catalog", "status", "--json"], env)
     assert down.returncode == 1 and json.loads(down.stdout)["up"] is False
     sync_down = run_cli(["catalog", "sync"], env)
@@ -99,7 +112,8 @@ def named(tmp_path_factory):
         landed = generate(settings, events=600, seed=81, files=2)
         run = run_cli(["run", *LINEAGE], env, timeout=600)
         assert run.returncode == 0, run.stderr[-3000:]
-        yield NamedLakehouse(settings, env, uri, arrival_order(landed.files))
+        files = arrival_order(landed.files) if settings.layout.root.is_local else sorted(landed.files, key=str)
+        yield NamedLakehouse(settings, env, uri, files)
     finally:
         run_cli(["sql", "down"], env)
         run_cli(["catalog", "down"], env)
@@ -253,8 +267,14 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
     assert run_cli(["catalog", "down"], env).stdout.startswith("catalog stopped")
     with pytest.raises(AirflowSkipException, match=f"no catalog answers at {house.uri}"):
         task("SELECT 1").execute({})
-    moved = tmp_path / "moved" / "lakehouse"
-    shutil.move(str(house.settings.root), moved)  # the catalog's own files (Derby) move with it
+    old_root = house.settings.root
+    if old_root.is_local:
+        moved = tmp_path / "moved" / "lakehouse"
+        shutil.move(str(old_root), moved)  # the catalog's own files (Derby) move with it
+    else:
+        moved = house.settings.path(f"{old_root}-moved")
+        old_root.move_to(moved)  # the catalog's own files are on this host (LAKEHOUSE_LOCAL_DIR)
+    before, after = house.settings.layout, replace(house.settings, root=moved).layout
     env_moved = {**env, "LAKEHOUSE_ROOT": str(moved)}
     try:
         sessions = run_cli(["run", "gold_user_sessions"], env_moved, timeout=600)
@@ -263,9 +283,11 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
         back = run_cli(["catalog", "up"], env_moved, timeout=300)
         assert back.returncode == 0, back.stderr[-2000:]
         changes = back.stdout.splitlines()[1:]
-        assert f"registered gold.user_sessions at {moved}/gold/user_sessions" in changes, back.stdout
-        assert f"moved gold.user_activity_5m from file:{house.settings.root}/gold/user_activity_5m to " \
-               f"{moved}/gold/user_activity_5m" in changes, back.stdout
+        assert f"registered gold.user_sessions at {after.table('gold/user_sessions').uri}" in changes, back.stdout
+        recorded = before.table("gold/user_activity_5m").uri  # as Spark records it: a local path as a file: URI
+        recorded = f"file:{recorded}" if old_root.is_local else recorded
+        assert f"moved gold.user_activity_5m from {recorded} to {after.table('gold/user_activity_5m').uri}" \
+            in changes, back.stdout
         assert all(c.startswith("moved ") for c in changes if "gold.user_sessions" not in c), back.stdout
         [counted] = query_in(env_moved, "SELECT count(*) AS n FROM gold.user_activity_5m")
         assert counted["n"] == len(windows)
