@@ -264,16 +264,18 @@ from include.spark_session import get_spark
 gate, path, writer, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 spark = get_spark(load_settings(), app_name="writer-" + writer)
 ready_then_wait(gate, writer)
-appended, deadline = 0, time.monotonic() + seconds
-while time.monotonic() < deadline:
+appended, start = 0, time.monotonic()
+# for its seconds, and on until the optimizer beside it has committed a compaction (however slow the machine is)
+while time.monotonic() < start + seconds or not pathlib.Path(f"{gate}.compacted").exists():
+    assert time.monotonic() < start + seconds + 300, "no compaction committed beside the writers in 300 s"
     spark.range(appended, appended + 5).selectExpr(f"'{writer}' AS writer", "id AS n").write.format("delta") \\
         .mode("append").save(path)
     appended += 5
 print(appended)
 """
 
-# Compacts in a loop for its seconds, and on (at most as long again) until one compaction has committed: the writers'
-# files are there to compact from their first seconds on.
+# Compacts in a loop for its seconds, and on until one compaction has committed (`<gate>.compacted`: the Spark writers
+# go on appending until then, so that it commits beside them on a slow machine too).
 OPTIMIZER = READY_THEN_WAIT + """
 from delta.tables import DeltaTable
 from include.settings import load_settings
@@ -282,9 +284,12 @@ gate, path, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 spark = get_spark(load_settings(), app_name="optimizer")
 ready_then_wait(gate, "optimizer")
 start, runs, committed = time.monotonic(), 0, 0
-while time.monotonic() < start + seconds or (not committed and time.monotonic() < start + 2 * seconds):
+while time.monotonic() < start + seconds or not committed:
+    assert time.monotonic() < start + seconds + 300, "no compaction committed in 300 s"
     metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().first()["metrics"]
     runs, committed = runs + 1, committed + (metrics["numFilesRemoved"] > 0)
+    if committed:
+        pathlib.Path(f"{gate}.compacted").touch()
 print(runs)
 """
 
