@@ -1,4 +1,9 @@
-"""The job's Delta tables through delta-spark: created from the registry, their properties kept in line."""
+"""The job's Delta tables through delta-spark: created from the registry, their properties kept in line.
+
+Every operation here names a table by its path through Delta's own API, never in SQL: Spark resolves a
+``delta.`path` `` statement in the session catalog first, so in a driver whose metastore stopped answering it fails
+(after seconds of Hive's retries), and a query restarted there could not start. The catalog is never on a job's path.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructField, StructType
 
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
 from include.settings import Settings
@@ -34,13 +40,8 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
 
     properties = properties or {}
     if not is_delta_table(path):
-        builder = DeltaTable.createIfNotExists(spark).location(str(path)).addColumns(spark_schema(columns))
-        if partition_by:
-            builder = builder.partitionedBy(*partition_by)
-        for key, value in properties.items():
-            builder = builder.property(key, value)
         try:
-            builder.execute()
+            create_table(spark, path, spark_schema(columns), partition_by, properties)
             log.info("created Delta table %s", path)
         except Exception:
             # Jobs started together create their shared tables together: the loser sees the winner's directory
@@ -61,21 +62,72 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
                          f"{describe({f.name: f.dataType for f in wanted.fields})}; `lakehouse checkpoint plan` says "
                          "what the change needs (a column added to a job's output is added when the job starts)")
     if missing:
-        added = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
-        log.info("Delta table %s: added columns %s (from the registry)", path, added)
+        add_columns(spark, path, missing)
+        log.info("Delta table %s: added columns %s (from the registry)", path,
+                 ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing))
     current = table_properties(spark, path)
     changed = {k: v for k, v in properties.items() if current.get(k) != v}
     if changed:
-        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
-        log.info("Delta table %s: set %s (from the registry)", path, assignments)
+        set_table_properties(spark, path, changed)
+        log.info("Delta table %s: set %s (from the registry)", path,
+                 ", ".join(f"'{k}' = '{v}'" for k, v in changed.items()))
+
+
+def _path_table(spark: SparkSession, path: StoragePath):
+    """Delta's table object (DeltaTableV2) for `path`, reached without the session catalog."""
+    jvm = spark._jvm
+    no_options = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({})
+    return jvm.org.apache.spark.sql.delta.catalog.DeltaTableV2.apply(
+        spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(str(path)), no_options, "lakehouse")
+
+
+def create_table(spark: SparkSession, path: StoragePath, schema: StructType, partition_by: tuple[str, ...],
+                 properties: dict[str, str]) -> None:
+    """CREATE TABLE delta.`path` as Delta's CREATE TABLE commits an empty table (one transaction on the path's log:
+    schema, partitioning, validated properties, no data file), without the session catalog: its own CREATE reads
+    the new table back through the catalog."""
+    import uuid
+
+    jvm, utils = spark._jvm, spark._jvm.org.apache.spark.api.python.PythonUtils
+    delta = jvm.org.apache.spark.sql.delta
+    configuration = delta.DeltaConfigs.validateConfigurations(utils.toScalaMap(properties))
+    metadata = delta.actions.Metadata(
+        str(uuid.uuid4()), None, None, delta.actions.Format("parquet", utils.toScalaMap({})), schema.json(),
+        utils.toSeq(list(partition_by)), configuration, jvm.scala.Some(int(time.time() * 1000)))
+    transaction = delta.DeltaLog.forTable(spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(str(path))) \
+        .startTransaction()
+    transaction.updateMetadataForNewTable(metadata)
+    operation = getattr(delta, "DeltaOperations$CreateTable")(metadata, False, False, jvm.scala.Option.empty())
+    transaction.commit(utils.toSeq([]), operation)
+
+
+def add_columns(spark: SparkSession, path: StoragePath, fields: list[StructField]) -> None:
+    """ALTER TABLE … ADD COLUMNS (nullable, at the end, one version) through Delta's own command on the path."""
+    jvm = spark._jvm
+    none = jvm.scala.Option.empty()
+    parse = spark._jsparkSession.parseDataType
+    columns = [jvm.org.apache.spark.sql.catalyst.plans.logical.QualifiedColType(
+        none, field.name, parse(field.dataType.json()), True, none, none, none) for field in fields]
+    command = jvm.org.apache.spark.sql.delta.commands.AlterTableAddColumnsDeltaCommand(
+        _path_table(spark, path), jvm.org.apache.spark.api.python.PythonUtils.toSeq(columns))
+    command.run(spark._jsparkSession)
 
 
 def table_properties(spark: SparkSession, path: StoragePath) -> dict[str, str]:
-    """The table's properties, read from its metadata: DESCRIBE DETAIL would also count its files, which replays
-    the table's whole state (a Spark job: seconds at a driver's start)."""
-    return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    """The table's properties, read from its latest metadata (DESCRIBE DETAIL would also count its files, which
+    replays the table's whole state: seconds at a driver's start)."""
+    configuration = _path_table(spark, path).update().metadata().configuration()
+    return dict(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(configuration))
+
+
+def set_table_properties(spark: SparkSession, path: StoragePath, properties: dict[str, str]) -> None:
+    """ALTER TABLE … SET TBLPROPERTIES through Delta's own command, on the table's path."""
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    configuration = delta.DeltaConfigs.validateConfigurations(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
+        properties))
+    command = delta.commands.AlterTableSetPropertiesDeltaCommand(_path_table(spark, path), configuration)
+    command.run(spark._jsparkSession)
 
 
 def describe(schema: dict) -> str:
@@ -115,9 +167,9 @@ def appends_opened(spark: SparkSession, path: StoragePath, properties: dict[str,
     registry's `properties` say (also when an earlier try was cut short with the table left open)."""
     current = table_properties(spark, path)
     if current.get("delta.appendOnly") == "true":
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'false')")
+        set_table_properties(spark, path, {"delta.appendOnly": "false"})
     try:
         yield
     finally:
         if properties.get("delta.appendOnly") == "true":
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
+            set_table_properties(spark, path, {"delta.appendOnly": "true"})

@@ -231,9 +231,10 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
     """Without the endpoint, `lakehouse query` reads in a local session on the catalog (read-only too), and a DAG task
     by the Spark provider's SparkSqlOperator. The registry names a new field: bronze and silver add the column when
     they start, and `DESCRIBE` by name shows it (from the Delta log, not the metastore's placeholder); a full refresh
-    of gold rebuilds it in place, and its name reads the rebuilt rows. The catalog down, the DAG task is skipped and
-    a job runs with one warning; the lakehouse moved to another root, `catalog up` (its sync) names the job's new
-    table and points every other name at the new root."""
+    of gold rebuilds it in place, and its name reads the rebuilt rows. The catalog down, the DAG task is skipped; a
+    driver whose session was on the catalog starts a query with one warning (nothing of a job names a table in the
+    catalog's SQL), and so does a job started without it after the lakehouse moved to another root; `catalog up`
+    (its sync) names both jobs' new tables and points every other name at the new root."""
     import copy
     import shutil
 
@@ -264,9 +265,15 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
     [counted] = query_in(env, "SELECT count(*) AS n FROM gold.user_activity_5m")
     assert windows and counted["n"] == len(windows) == len(gold_rows(house.settings, "gold/user_activity_5m"))
 
+    driver = DriverOnTheCatalog(env, tmp_path, "gold_user_activity_5m", "gold_user_sessions")  # on the catalog ...
     assert run_cli(["catalog", "down"], env).stdout.startswith("catalog stopped")
     with pytest.raises(AirflowSkipException, match=f"no catalog answers at {house.uri}"):
         task("SELECT 1").execute({})
+    log = driver.run_jobs()  # ... its metastore gone, it starts a query: one warning, the rows written
+    assert "catalog: could not register gold.user_sessions" in log and "going on without" in log, log[-3000:]
+    assert "Failed to connect to the MetaStore" not in log, log[-3000:]  # no Hive call waited for the dead metastore
+    sessions = gold_rows(house.settings, "gold/user_sessions")
+    assert sessions
     old_root = house.settings.root
     if old_root.is_local:
         moved = tmp_path / "moved" / "lakehouse"
@@ -277,22 +284,49 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
     before, after = house.settings.layout, replace(house.settings, root=moved).layout
     env_moved = {**env, "LAKEHOUSE_ROOT": str(moved)}
     try:
-        sessions = run_cli(["run", "gold_user_sessions"], env_moved, timeout=600)
-        assert sessions.returncode == 0, sessions.stderr[-3000:]
-        assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in sessions.stderr
+        summaries = run_cli(["run", "gold_user_session_summaries"], env_moved, timeout=600)  # started without it
+        assert summaries.returncode == 0, summaries.stderr[-3000:]
+        assert f"no catalog answers at {house.uri} (LAKEHOUSE_METASTORE_URI): running without it" in summaries.stderr
         back = run_cli(["catalog", "up"], env_moved, timeout=300)
         assert back.returncode == 0, back.stderr[-2000:]
         changes = back.stdout.splitlines()[1:]
-        assert f"registered gold.user_sessions at {after.table('gold/user_sessions').uri}" in changes, back.stdout
+        for table in ("gold/user_sessions", "gold/user_session_summaries"):
+            assert f"registered {catalog_name(table)} at {after.table(table).uri}" in changes, back.stdout
         recorded = before.table("gold/user_activity_5m").uri  # as Spark records it: a local path as a file: URI
         recorded = f"file:{recorded}" if old_root.is_local else recorded
         assert f"moved gold.user_activity_5m from {recorded} to {after.table('gold/user_activity_5m').uri}" \
             in changes, back.stdout
-        assert all(c.startswith("moved ") for c in changes if "gold.user_sessions" not in c), back.stdout
-        [counted] = query_in(env_moved, "SELECT count(*) AS n FROM gold.user_activity_5m")
-        assert counted["n"] == len(windows)
+        assert all(c.startswith(("moved ", "registered gold.user_session")) for c in changes), back.stdout
+        [counted] = query_in(env_moved, "SELECT (SELECT count(*) FROM gold.user_activity_5m) AS windows, "
+                                        "(SELECT count(*) FROM gold.user_sessions) AS sessions")
+        assert (counted["windows"], counted["sessions"]) == (len(windows), len(sessions))
     finally:
         run_cli(["catalog", "down"], env_moved)
+
+
+class DriverOnTheCatalog:
+    """tests/support/catalog_loss.py: a driver whose session is on the catalog, which runs `jobs[0]` on it (waited
+    for here), then the others when told (`run_jobs`, after the test stopped the metastore); its log is returned."""
+
+    def __init__(self, env: dict, tmp_path: Path, *jobs: str) -> None:
+        import subprocess
+        import sys
+
+        from tests.support.helpers import REPO, wait_for
+
+        self.out, self.log = tmp_path / "driver.out", tmp_path / "driver.log"
+        with self.out.open("w") as out, self.log.open("w") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "tests.support.catalog_loss", *jobs], env=env,
+                                            cwd=REPO, stdin=subprocess.PIPE, stdout=out, stderr=log, text=True)
+        wait_for(lambda: "on the catalog" in self.out.read_text() or self.process.poll() is not None, timeout=300,
+                 what="the driver's session on the catalog")
+        assert self.process.poll() is None, self.log.read_text()[-3000:]
+
+    def run_jobs(self) -> str:
+        self.process.communicate("go\n", timeout=600)
+        log = self.log.read_text()
+        assert self.process.returncode == 0, log[-3000:]
+        return log
 
 
 def query_in(env: dict, statement: str) -> list[dict]:

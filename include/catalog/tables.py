@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from include.catalog.metastore import answers
 from include.ops.alerts import ALERTS_TABLE
 from include.ops.batch_ledger import LEDGER_TABLE
 from include.ops.checkpoint_audit import AUDIT_TABLE
@@ -153,6 +154,8 @@ def register_or_warn(spark, settings: Settings, tables: list[NamedTable]) -> Non
     if not on_catalog(spark):
         return
     try:
+        if not answers(settings.metastore_uri, timeout=2.0):  # at once, not after Hive's retries (~45 s)
+            raise ConnectionError(f"no metastore answers at {settings.metastore_uri}")
         register(spark, settings, tables)
     except Exception as exc:  # noqa: BLE001 - the catalog's failure must not stop a job
         log.warning("catalog: could not register %s (%s); going on without, `lakehouse catalog sync` registers them "

@@ -46,6 +46,8 @@ def empty_table(spark: SparkSession, path: StoragePath, where: str | None, prope
     opened for it and closed again as the registry's `properties` say. A table the job writes alone whose columns
     are not the registry's (one dropped, renamed or retyped: what made the plan a full refresh) is emptied by an
     overwrite with the registry's schema instead, also one version."""
+    from delta.tables import DeltaTable
+
     from include.storage import delta as delta_store
     from spark_jobs.delta_tables import appends_opened
     from spark_jobs.schemas import spark_schema
@@ -60,4 +62,4 @@ def empty_table(spark: SparkSession, path: StoragePath, where: str | None, prope
             (spark.createDataFrame([], schema).write.format("delta").mode("overwrite")
              .option("overwriteSchema", "true").partitionBy(*partition_by).save(str(path)))
         else:
-            spark.sql(f"DELETE FROM delta.`{path}`" + (f" WHERE {where}" if where else ""))
+            DeltaTable.forPath(spark, str(path)).delete(where)

@@ -59,6 +59,8 @@ def truncate_checkpoint(checkpoint: StoragePath, job: JobSpec, to_batch: int, ge
 
 def restore_tables(ctx: ActionContext, job: JobSpec, versions: dict[str, int]) -> None:
     """RESTORE each table to its version (a new version; skipped where it is already there)."""
+    from delta.tables import DeltaTable
+
     from include.storage import delta as delta_store
     from spark_jobs.delta_tables import appends_opened
 
@@ -67,4 +69,4 @@ def restore_tables(ctx: ActionContext, job: JobSpec, versions: dict[str, int]) -
         if delta_store.latest_version(path) == version:
             continue
         with appends_opened(ctx.spark, path, job.sink.properties):
-            ctx.spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {int(version)}")
+            DeltaTable.forPath(ctx.spark, str(path)).restoreToVersion(int(version))
