@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from include.quality.suites import TableSpec
 from include.quality.timestamps import MICROS, epoch_micros
 from include.storage import delta as delta_store
+from include.storage import reader
 from include.storage.paths import StoragePath
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class RowSelection:
 
     version_from: int
     version_to: int
-    files: tuple[str, ...] | None  # parquet files (relative to the table) added in the range; None: whole snapshot
+    files: tuple[tuple[int, str], ...] | None  # (version, data file) of the files added in the range; None: whole snapshot
     num_rows: int
 
     @property
@@ -57,19 +58,26 @@ def select_rows(path: StoragePath, spec: TableSpec, latest: int, last_validated:
     if delta_store.open_table(path).metadata().partition_columns:  # their values are not in the files
         return whole
     try:
-        adds = [a for v in range(last_validated + 1, latest + 1) for a in delta_store.commit_files(path, v)]
+        adds = [(v, a) for v in range(last_validated + 1, latest + 1) for a in delta_store.commit_files(path, v)]
     except (ValueError, FileNotFoundError) as exc:  # a commit removed data, or the log was cleaned up
         log.warning("%s: cannot read the added files only (%s); validating every row", spec.table, exc)
         return whole
-    rows = sum(_num_records(path, a) for a in adds)
-    return RowSelection(last_validated + 1, latest, tuple(unquote(a["path"]) for a in adds), rows)
+    added = tuple((v, unquote(a["path"])) for v, a in adds)
+    counted = [json.loads(a.get("stats") or "{}").get("numRecords") for _, a in adds]
+    rows = sum(counted) if None not in counted else read_added(path, added, None).num_rows
+    return RowSelection(last_validated + 1, latest, added, rows)
 
 
-def _num_records(path: StoragePath, add: dict) -> int:
-    stats = json.loads(add.get("stats") or "{}")
-    if "numRecords" in stats:
-        return int(stats["numRecords"])
-    return delta_store.parquet_rows(path / unquote(add["path"]))
+def _by_version(added: tuple[tuple[int, str], ...]) -> dict[int, list[str]]:
+    by_version: dict[int, list[str]] = {}
+    for version, file in added:
+        by_version.setdefault(version, []).append(file)
+    return by_version
+
+
+def read_added(path: StoragePath, added: tuple[tuple[int, str], ...], columns: list[str] | None) -> pa.Table:
+    """The rows of the data files added by some commits, under the table's latest schema."""
+    return delta_store.read_files(path, _by_version(added), columns)
 
 
 class ArrowOps:
@@ -144,10 +152,7 @@ def pandas_rows(path: StoragePath, spec: TableSpec, selection: RowSelection, now
     if selection.files is None:
         rows = delta_store.read_table(path, version=selection.version_to, columns=columns)
     else:
-        schema = pa.schema(delta_store.open_table(path).schema().to_arrow())
-        parts = [delta_store.read_parquet(path / f).select(schema.names).cast(schema).select(columns)
-                 for f in selection.files]
-        rows = pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
+        rows = read_added(path, selection.files, columns)
     derived = spec.derived(ArrowOps(rows), now_epoch)
     frame = rows.select([c for c in spec.check_columns if c not in derived]).to_pandas()
     for name, values in derived.items():
@@ -164,11 +169,27 @@ def value_counts(frame, column: str, spark: bool) -> dict:
 
 def spark_rows(settings, path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int):
     """The selected rows as a Spark DataFrame with the derived columns (for tables above the threshold)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
     from include.spark_session import get_spark
 
-    files = (delta_store.open_table(path, version=selection.version_to).file_uris() if selection.files is None
-             else [str(path / f) for f in selection.files])
     spark = get_spark(settings, app_name="lakehouse-quality")
-    frame = spark.read.option("basePath", str(path)).parquet(*files).select(*spec.row_columns)
+
+    def at(version: int):
+        return spark.read.format("delta").option("versionAsOf", version).load(str(path))
+
+    if selection.files is None:
+        frame = at(selection.version_to).select(*spec.row_columns)
+    else:  # each commit's files at its version (a compaction may have replaced them since)
+        parts = []
+        for version, files in _by_version(selection.files).items():  # under the latest names (renamed since)
+            now = reader.names_now(path, version)
+            rows = at(version).where(F.col("_metadata.file_name").isin([f.rsplit("/", 1)[-1] for f in files]))
+            parts.append(rows.select(*[F.col(then).alias(name) for then, name in now.items()
+                                       if name in spec.row_columns]).select(*spec.row_columns))
+        frame = reduce(lambda a, b: a.unionByName(b), parts) if parts else \
+            at(selection.version_to).select(*spec.row_columns).limit(0)
     derived = spec.derived(SparkOps(), now_epoch)
     return frame.select(*[derived[c].alias(c) if c in derived else c for c in spec.check_columns])

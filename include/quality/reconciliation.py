@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 from include.quality.suites import SessionTable, WindowedTable
 from include.quality.timestamps import MICROS, epoch_micros, iso
 from include.storage import delta as delta_store
+from include.storage import reader
 from include.storage.paths import StoragePath
 
 log = logging.getLogger(__name__)
@@ -95,21 +96,14 @@ def read_source_events(path: StoragePath, event_time: str, keys: tuple[str, ...]
                          pd.DataFrame({k: pd.Series([], dtype=object) for k in keys}))
     if not delta_store.table_exists(path):
         return empty
-    live = [str(p) for p in pa.table(delta_store.open_table(path).get_add_actions(flatten=False))["path"].to_pylist()]
-    if not live:
+    known = {reader.file_name(path, relative): version for relative, version in _file_versions(path).items()}
+    columns = ", ".join(f'"{c}"' for c in ("event_id", event_time, *keys))
+    read = reader.query(path, f"SELECT {columns}, filename FROM t", with_file=True)
+    if read.num_rows == 0:
         return empty
-    known = _file_versions(path)
-    columns = ["event_id", event_time, *keys]
-    parts, versions = [], []
-    for relative in (unquote(f) for f in live):
-        part = delta_store.read_parquet(path / relative, columns=columns)
-        parts.append(part)
-        versions.append(np.full(part.num_rows, known.get(relative, UNKNOWN_VERSION), dtype=np.int64))
-    read = pa.concat_tables(parts, promote_options="permissive") if parts else None
-    if read is None or read.num_rows == 0:
-        return empty
+    versions = np.array([known.get(f, UNKNOWN_VERSION) for f in read["filename"].to_pylist()], dtype=np.int64)
     frame = pd.DataFrame({"event_id": pc.cast(read["event_id"], pa.string()).to_numpy(zero_copy_only=False),
-                          "t": epoch_micros(read[event_time]), "v": np.concatenate(versions)})
+                          "t": epoch_micros(read[event_time]), "v": versions})
     for key in keys:
         frame[f"key:{key}"] = read[key].to_numpy(zero_copy_only=False)
     unversioned = int((frame["v"] == UNKNOWN_VERSION).sum())

@@ -8,7 +8,7 @@ row of metrics (what the Great Expectations table suite asserts on) plus the obs
 - Duplicates: rows beyond one per the spec's unique key (windows and sessions: start, end, keys;
   joins: left key, right key).
 - Freshness: how long before the latest source event (joins: of the left source, filtered by the
-  join's ``where``, evaluated with DataFusion through delta-rs) the table stopped being up to date:
+  join's ``where``, evaluated by include/storage/reader.py) the table stopped being up to date:
   windows and joins, its latest window end / left event time; sessions, which stay open as long as
   their key is active (an always-active user has no finalized session at all), the end of the
   earliest source session (sessionized as for reconciliation) that closed after the table's latest
@@ -34,7 +34,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, QueryBuilder
 
 from include import checkpoints
 from include.quality.reconciliation import (
@@ -56,6 +55,7 @@ from include.quality.suites import (
 from include.quality.timestamps import MICROS, iso, micros
 from include.settings import Settings
 from include.storage import delta as delta_store
+from include.storage import reader
 
 log = logging.getLogger(__name__)
 
@@ -94,16 +94,17 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
     described = f"{spec.source_table}" + (f" where {where}" if where else "")
     if not delta_store.table_exists(path):
         return SourceSpan(None, None, described)
-    return SourceSpan(*_event_time_bounds(delta_store.open_table(path), spec.event_time, where), described)
+    return SourceSpan(*event_time_bounds(path, spec.event_time, where), described)
 
 
-def _event_time_bounds(table: DeltaTable, event_time: str, where: str | None = None) -> tuple[int | None, int | None]:
-    """The earliest and latest `event_time` (epoch µs; None: no rows) of `table`'s rows that pass the SQL filter
-    `where` (DataFusion through delta-rs)."""
+def event_time_bounds(path, event_time: str, where: str | None = None,
+                       version: int | None = None) -> tuple[int | None, int | None]:
+    """The earliest and latest `event_time` (epoch µs; None: no rows) of the table's rows (at `version`) that pass the
+    SQL filter `where`."""
     column = '"' + event_time.replace('"', '""') + '"'
-    query = f"SELECT min({column}) AS earliest, max({column}) AS latest FROM source"
+    query = f"SELECT min({column}) AS earliest, max({column}) AS latest FROM t"
     query += f" WHERE {where}" if where else ""
-    bounds = pa.table(QueryBuilder().register("source", table).execute(query).read_all())
+    bounds = reader.query(path, query, version=version)
     earliest, latest = (micros(bounds[c]).to_pylist()[0] for c in ("earliest", "latest"))
     return earliest, latest
 
@@ -197,8 +198,7 @@ def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str
     version = -1 if offset.get("isStartingVersion") else offset["reservoirVersion"] - 1
     if version < 0:
         return None, "no source version read completely"
-    table = delta_store.open_table(settings.layout.table(spec.source_table), version=version)
-    _, latest = _event_time_bounds(table, spec.event_time)
+    _, latest = event_time_bounds(settings.layout.table(spec.source_table), spec.event_time, version=version)
     return latest, f"{spec.source_table} version {version} (batch {batch})"
 
 

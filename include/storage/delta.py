@@ -1,6 +1,7 @@
-"""Delta Lake through delta-rs (`deltalake`), where starting a JVM would be wrong: the operational tables
-(`_ops/*`, small rows appended by Airflow callbacks, the quality runner and the job's listener), and
-reads by the quality checks, `lakehouse summary`, health checks and the tests.
+"""Delta Lake without a JVM: the operational tables (`_ops/*`, small rows appended by Airflow callbacks, the quality
+runner and the job's listener) written through delta-rs (`deltalake`), every table's versions, transactions and
+commits; the rows of any table are read through include/storage/reader.py (`read_table`, `count_rows`), which reads
+what delta-rs cannot (widened types, column mapping).
 
 The data tables themselves are written by Spark's executors through delta-spark (`spark_jobs`).
 """
@@ -15,11 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from include.registry.columns import COLUMN_TYPES
+from include.storage import reader
 from include.storage.paths import StoragePath, as_storage
+from include.storage.reader import read_files, read_table  # noqa: F401 - the one reader of a table's rows
 
 Location = StoragePath | PurePath | str  # a storage path (S3 needs its options); a plain path or string is local
 
@@ -180,24 +183,6 @@ def append_rows(path: Location, columns: Mapping[str, str], rows: Sequence[Mappi
             table = handles.latest(path)
 
 
-def read_table(path: Location, version: int | None = None, columns: Sequence[str] | None = None,
-               where: str | None = None) -> pa.Table:
-    """A version (default: the latest) of a Delta table, optionally only some columns and the rows matching the SQL
-    condition `where` (on table `t`; files whose statistics rule the condition out are not read).
-
-    Reads through delta-rs's own query engine: its pyarrow-dataset path aborts the interpreter
-    at exit ("terminate called without an active exception") with pyarrow 26.
-    """
-    table = open_table(path, version=version)
-    schema = pa.schema(table.schema().to_arrow())
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
-    projection = ", ".join(f'"{c}"' for c in schema.names) if columns is not None else "*"
-    condition = f" WHERE {where}" if where else ""
-    reader = QueryBuilder().register("t", table).execute(f"SELECT {projection} FROM t{condition}")
-    return pa.table(reader.read_all()).cast(schema)  # plain types, not string_view
-
-
 def sql_string(value: str) -> str:
     """`value` as a SQL string literal (for a `where` condition)."""
     return "'" + value.replace("'", "''") + "'"
@@ -207,10 +192,7 @@ def count_rows(path: Location, where: str | None = None) -> int:
     """Rows of the table's latest version (those matching the SQL condition `where`); 0 without a table."""
     if not table_exists(path):
         return 0
-    if where is None:
-        return open_table(path).count()
-    reader = QueryBuilder().register("t", open_table(path)).execute(f"SELECT count(*) AS n FROM t WHERE {where}")
-    return int(pa.table(reader.read_all())["n"][0].as_py())
+    return open_table(path).count() if where is None else reader.count_rows(path, where)  # the log's counts
 
 
 def commit_actions(path: StoragePath, version: int) -> list[dict]:
@@ -276,21 +258,3 @@ def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
 
 def latest_version(path: Location) -> int:
     return open_table(path).version()
-
-
-
-def read_parquet(file: Location, columns: Sequence[str] | None = None) -> pa.Table:
-    """One data file of a table (local, or read whole from S3 through the storage interface)."""
-    import pyarrow.parquet as pq
-
-    if getattr(file, "is_local", True):
-        return pq.read_table(str(file), columns=list(columns) if columns is not None else None)
-    return pq.read_table(pa.py_buffer(file.read_bytes()), columns=list(columns) if columns is not None else None)
-
-
-def parquet_rows(file: Location) -> int:
-    """The rows of one data file, from its footer."""
-    import pyarrow.parquet as pq
-
-    source = str(file) if getattr(file, "is_local", True) else pa.py_buffer(file.read_bytes())
-    return pq.ParquetFile(source).metadata.num_rows
