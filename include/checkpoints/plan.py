@@ -230,7 +230,7 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
-# Type changes Delta's type widening makes in place (of the registry's types); not used while delta-rs cannot read them
+# Type changes Delta's type widening makes in place (of the registry's types); the jobs do not make them yet
 DELTA_WIDENINGS = {("int", "long"), ("int", "double")}
 
 
@@ -248,9 +248,9 @@ def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, 
     if retyped:
         reason = f"column type changed ({'; '.join(retyped)}): the rows written hold the old type"
         if all((before[c], after[c]) in DELTA_WIDENINGS for c in before if c in after and before[c] != after[c]):
-            reason += ("; Delta could widen it in place (type widening), but delta-rs 1.6, which the quality checks, "
-                       "summaries and operational readers read the tables with, cannot read a table with that "
-                       "feature")
+            reason += ("; Delta could widen it in place (type widening: the product's reader reads such a table), "
+                       "but the jobs do not widen a column yet: the streaming readers downstream would need Delta's "
+                       "schema tracking location and the type change unblocked")
         return "full-refresh", reason
     if job.transform.kind not in PASS_THROUGH_KINDS:
         return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
