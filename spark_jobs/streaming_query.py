@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from include import checkpoints
 from include.checkpoints.journal import refuse_if_pending
+from include.checkpoints.ownership import count_own_rows, written_versions
 from include.checkpoints.plan import (
     Plan,
     PlanRequired,
@@ -38,7 +39,6 @@ from include.registry import (
 )
 from include.settings import Settings
 from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER, session_confs
-from include.storage.ownership import count_own_rows, written_versions
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
 from spark_jobs.evolution import (

@@ -92,7 +92,7 @@ def audit_row(ctx: ActionContext, job: JobSpec, mode: str, actor: str) -> dict:
 
 def job_state(settings: Settings, job: JobSpec, when: str) -> dict:
     """`batch_<when>` and `versions_<when>` (JSON {table: Delta version}) of the job's checkpoint and tables."""
-    from include.storage.ownership import written_versions
+    from include.checkpoints.ownership import written_versions
 
     versions = written_versions(settings, job)
     return {f"batch_{when}": checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id)),

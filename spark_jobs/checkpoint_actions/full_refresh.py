@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from include.checkpoints.modes import FullRefreshRules
+from include.checkpoints.ownership import own_rows_condition
 from include.registry import QUARANTINE_SCHEMA, Trigger
-from include.storage.ownership import own_rows_condition
 from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, move_aside
 
