@@ -82,3 +82,15 @@ def test_every_reader_reads_what_spark_reads(spark, evolved):
     earliest, newest = event_time_bounds(path, "event_time", "action <> 'a'")
     assert (earliest, newest) == (int(datetime(2026, 1, 2, 9, tzinfo=UTC).timestamp() * 1e6),
                                   int(datetime(2026, 1, 2, 12, tzinfo=UTC).timestamp() * 1e6))
+
+
+def test_the_reader_reads_a_store_through_that_stores_endpoint_only():
+    """One S3 secret per connection, that of the store read last: with one per store, DuckDB picked among them, and
+    a worker that had read a bucket on another server read the next through that server's (dead) endpoint."""
+    from include.storage import reader
+    from include.storage.s3 import S3Config
+
+    first, second = (S3Config(f"http://127.0.0.1:{port}", "key", "secret") for port in (18015, 13038))
+    for store in (first, second, first, second):
+        secrets = reader.connection(store).execute("SELECT secret_string FROM duckdb_secrets()").fetchall()
+        assert len(secrets) == 1 and f"endpoint=127.0.0.1:{store.endpoint.rsplit(':', 1)[1]}" in secrets[0][0], secrets

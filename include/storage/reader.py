@@ -50,8 +50,10 @@ def extension_file(name: str) -> str:
 
 
 def connection(s3=None):
-    """This thread's DuckDB connection, with the extensions loaded (and a secret for the S3 store `s3`, an
-    include.storage.s3.S3Config, once per store)."""
+    """This thread's DuckDB connection, with the extensions loaded, and its one S3 secret for the store `s3` (an
+    include.storage.s3.S3Config) when given: replaced when another store is read (two secrets of one scope would
+    leave DuckDB to pick one: a process that read a bucket on one server read the next server's through the first's
+    endpoint, measured)."""
     import duckdb
 
     pid = os.getpid()
@@ -59,17 +61,17 @@ def connection(s3=None):
         con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
         con.execute(f"LOAD '{extension_file(DELTA)}'")
         con.execute("SET TimeZone = 'UTC'")  # timestamps come back as UTC instants, as Delta stores them
-        _local.connection, _local.pid, _local.secrets = con, pid, set()
+        _local.connection, _local.pid, _local.s3 = con, pid, None
     con = _local.connection
-    if s3 is not None and s3 not in _local.secrets:
-        if not _local.secrets:
+    if s3 is not None and s3 != _local.s3:
+        if _local.s3 is None:
             con.execute(f"LOAD '{extension_file(HTTPFS)}'")
-        con.execute(_secret_statement(s3, len(_local.secrets)))
-        _local.secrets.add(s3)
+        con.execute(_secret_statement(s3))
+        _local.s3 = s3
     return con
 
 
-def _secret_statement(s3, number: int) -> str:
+def _secret_statement(s3) -> str:
     options = {"TYPE": "s3", "REGION": s3.region}
     if s3.endpoint:
         scheme, _, host = s3.endpoint.partition("://")
@@ -77,7 +79,7 @@ def _secret_statement(s3, number: int) -> str:
     if s3.access_key_id:
         options |= {"KEY_ID": s3.access_key_id, "SECRET": s3.secret_access_key}
     rendered = ", ".join(f"{key} {value if key == 'USE_SSL' else _literal(value)}" for key, value in options.items())
-    return f"CREATE OR REPLACE SECRET lakehouse_s3_{number} ({rendered})"
+    return f"CREATE OR REPLACE SECRET lakehouse_s3 ({rendered})"
 
 
 def _literal(value: str) -> str:
