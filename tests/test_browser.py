@@ -27,7 +27,7 @@ import pytest
 
 from include.airflow.environment import airflow_command, airflow_environment
 from include.quality.suites import quality_tables
-from tests.support.airflow_dags import dagbag, executor_workers_from_a_fresh_process
+from tests.support.airflow_dags import dagbag, run_through_the_executor
 from tests.support.helpers import REPO, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
@@ -57,6 +57,7 @@ def api_server(settings, lakehouse_root, airflow_db, tmp_path, monkeypatch):
     env = {**airflow_environment(settings), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
     assert env["AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD"] == "5"  # `make airflow` stays readable
+    assert os.environ["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"] == "30"  # the tasks' patience with a busy server
     reserialized = subprocess.run(airflow_command() + ["dags", "reserialize"], env=env, capture_output=True,
                                   text=True, timeout=300)
     assert reserialized.returncode == 0, reserialized.stderr[-2000:]
@@ -188,7 +189,8 @@ def click(driver, xpath: str, timeout: float = 30) -> None:
             time.sleep(0.5)
 
 
-def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry, fresh_assets, api_server, browser):
+def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry, fresh_assets, api_server, browser,
+                                                         tmp_path):
     from airflow.utils.state import DagRunState
 
     assert demo.result.returncode == 0, demo.result.stderr[-3000:]
@@ -196,8 +198,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     shutil.rmtree(settings.root, ignore_errors=True)
     shutil.copytree(demo.settings.root, settings.root, ignore=lambda d, names: [
         n for n in names if Path(d) == demo.settings.root and n in ("_reports", "_ops")])
-    with executor_workers_from_a_fresh_process():  # as the scheduler's executor runs it: with logs
-        run = dagbag().dags["data_quality"].test(use_executor=True)
+    run = run_through_the_executor("data_quality", server_log=tmp_path / "api-server.log")  # with the logs the UI shows
     assert run.state == DagRunState.SUCCESS
     specs = quality_tables(registry)  # gold tables (row and table suites) and bronze's rescued fields (rows only)
     driver, base = browser, api_server

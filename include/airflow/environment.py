@@ -40,6 +40,9 @@ def airflow_environment(settings: Settings) -> dict[str, str]:
             # shows a trigger that really blocks.
             "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD": env.get(
                 "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD", "5"),
+            # A task process waits this long for each answer of the Execution API (Airflow: 5 s). Beside Spark
+            # drivers on two cores, the SQLite-backed API server took up to 4.9 s to mark a task started.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "30"),
             "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
             "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
             "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)}),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from tests.support.helpers import REPO
 
@@ -28,6 +31,55 @@ def executor_workers_from_a_fresh_process() -> Iterator[None]:
         yield
     finally:
         multiprocessing.set_start_method(previous, force=True)
+
+
+def run_through_the_executor(dag_id: str, server_log: Path):
+    """One run of a DAG as the scheduler's executor runs it (task processes that talk to the Execution API served
+    by the API server writing `server_log`, and write the logs the UI shows); its DagRun. A run the executor could
+    not finish fails with what it saw: Airflow's "state mismatch" records, each task's log, the server's last lines."""
+    started = time.time()
+    try:
+        with executor_workers_from_a_fresh_process(), tasks_at_once(os.cpu_count() or 2):
+            return dagbag().dags[dag_id].test(use_executor=True)
+    except Exception as error:
+        raise AssertionError(f"{dag_id} through the executor: {error!r}\n{what_the_executor_saw(dag_id, started)}"
+                             f"\n--- the API server's last lines:\n{server_log.read_text()[-4000:]}") from error
+
+
+@contextmanager
+def tasks_at_once(limit: int) -> Iterator[None]:
+    """The LocalExecutors created inside run at most `limit` tasks at once (`dag.test` queues every ready task; the
+    scheduler would also count pools and each DAG's max_active_tasks). Twelve quality tasks at once on two cores
+    made the SQLite-backed API server answer task starts in up to 4.9 s, next to the workers' 5 s timeout."""
+    from airflow.executors.local_executor import LocalExecutor
+
+    original = LocalExecutor.__init__
+
+    def bounded(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.parallelism = min(self.parallelism, limit)
+
+    LocalExecutor.__init__ = bounded
+    try:
+        yield
+    finally:
+        LocalExecutor.__init__ = original
+
+
+def what_the_executor_saw(dag_id: str, since: float) -> str:
+    """Airflow's audit records of a DAG's state mismatches and the end of each task log written since `since`."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        mismatches = session.scalars(select(Log.extra).where(Log.dag_id == dag_id, Log.event == "state mismatch"))
+        lines = [f"state mismatch: {extra}" for extra in mismatches]
+    folder = Path(os.environ.get("AIRFLOW__LOGGING__BASE_LOG_FOLDER") or Path(os.environ["AIRFLOW_HOME"]) / "logs")
+    for log in sorted((folder / f"dag_id={dag_id}").rglob("*.log")):
+        if log.stat().st_mtime >= since:
+            lines.append(f"--- {log.relative_to(folder)}:\n{log.read_text(errors='replace')[-2500:]}")
+    return "\n".join(lines) or "no state mismatch recorded, no task log written"
 
 
 def stored_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
