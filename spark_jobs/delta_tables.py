@@ -21,6 +21,7 @@ from include.storage.paths import StoragePath
 from spark_jobs.schemas import spark_schema
 
 log = logging.getLogger(__name__)
+TYPE_WIDENING = "delta.enableTypeWidening"  # a reader-writer table feature: the protocol rises
 
 
 def is_delta_table(path: StoragePath) -> bool:
@@ -56,15 +57,22 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
     existing = {f.name: f.dataType for f in table.toDF().schema.fields}
     wanted = spark_schema(columns)
     missing = [f for f in wanted.fields if f.name not in existing]
-    if set(existing) - set(columns) or any(existing.get(f.name, f.dataType) != f.dataType for f in wanted.fields) or (
-            missing and not evolve):
+    retyped = [f for f in wanted.fields if f.name in existing and existing[f.name] != f.dataType]
+    widened = [f for f in retyped if evolve and is_widening(existing[f.name], f.dataType)]
+    if set(existing) - set(columns) or len(widened) < len(retyped) or (missing and not evolve):
         raise ValueError(f"Delta table {path} has columns {describe(existing)}, the registry declares "
                          f"{describe({f.name: f.dataType for f in wanted.fields})}; `lakehouse checkpoint plan` says "
-                         "what the change needs (a column added to a job's output is added when the job starts)")
+                         "what the change needs (a column added to a job's output, or a number widened, is changed "
+                         "in place when the job starts)")
     if missing:
         add_columns(spark, path, missing)
         log.info("Delta table %s: added columns %s (from the registry)", path,
                  ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing))
+    if widened:
+        widen_columns(spark, path, widened)
+        log.info("Delta table %s: widened %s in place (from the registry; no file rewritten)", path,
+                 ", ".join(f"`{f.name}` {existing[f.name].simpleString()} -> {f.dataType.simpleString()}"
+                           for f in widened))
     current = table_properties(spark, path)
     changed = {k: v for k, v in properties.items() if current.get(k) != v}
     if changed:
@@ -111,6 +119,30 @@ def add_columns(spark: SparkSession, path: StoragePath, fields: list[StructField
     command = jvm.org.apache.spark.sql.delta.commands.AlterTableAddColumnsDeltaCommand(
         _path_table(spark, path), jvm.org.apache.spark.api.python.PythonUtils.toSeq(columns))
     command.run(spark._jsparkSession)
+
+
+def is_widening(before, after) -> bool:
+    """Whether Delta's type widening changes a column of Spark type `before` to `after` in place."""
+    from include.registry.columns import DELTA_WIDENINGS, type_name
+
+    return (type_name(before.simpleString()), type_name(after.simpleString())) in DELTA_WIDENINGS
+
+
+def widen_columns(spark: SparkSession, path: StoragePath, fields: list[StructField]) -> None:
+    """ALTER TABLE … ALTER COLUMN … TYPE (a wider type: type widening, enabled first where it is not) through Delta's
+    own command on the path, one version per column; the files written before keep their type and read widened."""
+    if table_properties(spark, path).get(TYPE_WIDENING) != "true":
+        set_table_properties(spark, path, {TYPE_WIDENING: "true"})
+    jvm = spark._jvm
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    parse = spark._jsparkSession.parseDataType
+    for field in fields:
+        column = jvm.org.apache.spark.sql.types.StructField(
+            field.name, parse(field.dataType.json()), True, jvm.org.apache.spark.sql.types.Metadata.empty())
+        spec = jvm.org.apache.spark.sql.delta.commands.DeltaChangeColumnSpec(
+            utils.toSeq([]), field.name, column, jvm.scala.Option.empty(), False)
+        jvm.org.apache.spark.sql.delta.commands.AlterTableChangeColumnDeltaCommand(
+            _path_table(spark, path), utils.toSeq([spec])).run(spark._jsparkSession)
 
 
 def table_properties(spark: SparkSession, path: StoragePath) -> dict[str, str]:

@@ -1,11 +1,14 @@
 """Schema changes without reprocessing: an `evolve` plan applied by the job's start, and a query restarted by itself
 when a Delta table it reads changed its schema.
 
-An `evolve` plan (include/checkpoints/plan.py) adds nullable columns to a pass-through job's sink table; the start
-adds them (spark_jobs.delta_tables.ensure_table), then records the new fingerprint and an `_ops/checkpoint_audit`
+An `evolve` plan (include/checkpoints/plan.py) adds nullable columns to a pass-through job's sink table, or widens
+a number column there (Delta's type widening); the start changes the table (spark_jobs.delta_tables.ensure_table),
+then records the new fingerprint and an `_ops/checkpoint_audit`
 row. Jobs reading that table see its new schema as Delta's streaming source sees any: the running query fails once
 with a retryable schema-change error, and :func:`spark_jobs.streaming_query.run_job` starts it again with a new
-DataFrame, from its checkpoint (one info line; no failure, alert or restart counted).
+DataFrame, from its checkpoint (one info line; no failure, alert or restart counted). Delta 4.4's source accepts a
+widened type that way too (DELTA_SCHEMA_CHANGED_WITH_VERSION, then the wider type): without a schema tracking
+location it needs no option; a job whose state is keyed on the column has a `full-refresh` plan instead.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ import time
 from datetime import UTC, datetime
 
 from include import checkpoints
-from include.checkpoints.plan import Plan, added_columns, fingerprint, plan_job, write_fingerprint
+from include.checkpoints.plan import (
+    Plan,
+    added_columns,
+    fingerprint,
+    plan_job,
+    widened_columns,
+    write_fingerprint,
+)
 from include.ops import checkpoint_audit
 from include.registry import JobSpec, Registry, RegistryError, load_registry
 from include.settings import Settings
@@ -40,7 +50,7 @@ class RegistryEvolved(RuntimeError):
     """A live run's job has an `evolve` plan under the registry as it is now: start it again with that registry."""
 
     def __init__(self, registry: Registry):
-        super().__init__("the registry adds columns to the job's output")
+        super().__init__("the registry changes the job's output in place (columns added or widened)")
         self.registry = registry
 
 
@@ -153,12 +163,13 @@ def record_evolution(settings: Settings, registry: Registry, job: JobSpec, plan:
     """After the start added the plan's columns to the sink (`versions`: its tables' versions now, `versions_before`
     before the start): the checkpoint's new fingerprint, an audit row, one info line."""
     checkpoint = settings.layout.checkpoint(job.id)
-    added = added_columns(plan)
     write_fingerprint(checkpoint, fingerprint(job, registry))
     batch = checkpoints.latest_committed_batch(checkpoint)
-    columns = ", ".join(f"{c} ({t})" for c, t in added.items())
-    detail = (f"added {columns} to {job.sink.table} (version {versions.get(job.sink.table)}); the checkpoint goes on "
-              f"from batch {batch}, nothing read again")
+    changed = [f"added {', '.join(f'{c} ({t})' for c, t in added_columns(plan).items())}"] if added_columns(plan) else []
+    if widened := widened_columns(plan):
+        changed.append(f"widened {', '.join(f'{c} ({a} -> {b})' for c, (a, b) in widened.items())}")
+    detail = (f"{' and '.join(changed)} in {job.sink.table} (version {versions.get(job.sink.table)}); the checkpoint "
+              f"goes on from batch {batch}, nothing read again")
     checkpoint_audit.record(settings, [{
         "at": datetime.now(UTC), "actor": f"job:{job.id}", "job": job.id, "mode": "evolve", "dry_run": False,
         "outcome": "done", "detail": detail, "plan": json.dumps(plan.as_dict(), default=str),

@@ -322,8 +322,8 @@ def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions,
             status = "stopped"
             break
         if watch is not None and (evolved := watch.evolved()) is not None:
-            log.info("job=%s: the registry adds columns to its output (plan evolve): its query stops between "
-                     "batches and starts again with them", job.id)
+            log.info("job=%s: the registry changes its output in place (plan evolve): its query stops between "
+                     "batches and starts again with it", job.id)
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
             status = "restarting"
             break

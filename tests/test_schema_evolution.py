@@ -31,6 +31,7 @@ AVAILABLE_NOW = Trigger(available_now=True)
 LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 CHAIN = ("bronze_clickstream", "silver_clickstream")
 GROUP_NAME = "clickstream"  # tests/test_groups.py's group
+WIDE = 2**31  # a rank beyond int's range
 
 
 def with_field(raw: dict, name: str = "device", ctype: str = "string") -> dict:
@@ -109,7 +110,21 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
         write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(build_registry(widened).job(job_id),
                                                                           build_registry(widened)))
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="long"))
-    assert mode == "full-refresh" and "rank int -> long" in text and "schema tracking" in text  # widening: why
+    assert mode == "evolve" and "rank int -> long widened in place" in text and "delta-rs" in text  # who can't read
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="double"))
+    assert mode == "evolve" and "rank int -> double widened" in text
+
+    def keyed_on_rank(r):
+        r["sources"]["clickstream"]["schema"]["rank"] = "long"
+        r["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "rank"]
+
+    keyed = copy.deepcopy(widened)
+    keyed["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "rank"]
+    for job_id in CHAIN:  # checkpoints of a silver deduplicating on an int rank
+        write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(build_registry(keyed).job(job_id),
+                                                                          build_registry(keyed)))
+    mode, text = mode_and_reason(keyed_on_rank)
+    assert mode == "evolve" and "silver_clickstream: full-refresh" in text and "keyed on rank" in text
     for job_id in base.order:
         write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(base.job(job_id), base))
     key_change = with_field(with_device, "os")  # an added column that is also a new key: the state's keys change
@@ -291,6 +306,93 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     assert any(m.startswith("job=gold_user_activity_5m") for m in passed_over), passed_over
 
 
+def add_rank(files, base: int) -> None:
+    """Give every event of the landed files a `rank`: `base` plus a number from its id (its duplicate copy the same)."""
+    for path in files:
+        lines = []
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and isinstance(record.get("event_id"), str):
+                record["rank"] = base + int(record["event_id"][-4:], 16)
+                line = json.dumps(record)
+            lines.append(line)
+        path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_twice(spark, settings, raw, caplog):
+    from delta.tables import DeltaTable
+
+    from include.storage.reader import query
+
+    before = build_registry(with_field(raw, "rank", "int"))
+    first = generate(settings, events=600, seed=51, files=2)
+    add_rank(first.files, 0)
+    for job_id in LINEAGE:
+        run_job(spark, settings, before, job_id, AVAILABLE_NOW)
+    after = build_registry(with_field(raw, "rank", "long"))  # the producer's ranks outgrow int
+    planned = plans(settings, after, LINEAGE)
+    assert {j: p.mode for j, p in planned.items()} == {
+        "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
+    assert "rank int -> long widened in place" in planned["silver_clickstream"].render()
+    second = generate(settings, events=600, seed=52, files=2, start=DEFAULT_START + timedelta(hours=1))
+    add_rank(second.files, WIDE)
+    # silver runs live and widens its table first (its input is still int); bronze then widens and reads the ranks
+    # beyond int: silver's running query stops once on bronze's new type and reads on with it
+    from include.spark_session import query_session
+
+    stop, live = threading.Event(), {}
+    silver = threading.Thread(target=lambda: live.update(result=run_job(
+        query_session(spark), settings, after, "silver_clickstream", Trigger(available_now=False, interval_seconds=1),
+        stop_requested=stop)))
+    caplog.set_level("INFO", logger="spark_jobs.streaming_query")
+    silver.start()
+    try:
+        deadline = time.monotonic() + 120
+        while (read_heartbeat(settings, "silver_clickstream") or {}).get("status") not in ("idle", "running"):
+            assert silver.is_alive() and time.monotonic() < deadline
+            time.sleep(0.2)
+        run_job(spark, settings, after, "bronze_clickstream", AVAILABLE_NOW)
+        bronze_version = delta_store.latest_version(settings.layout.table("bronze/clickstream"))
+        wait_until_read(settings, "silver_clickstream", bronze_version, silver, deadline)
+    finally:
+        stop.set()
+        silver.join(60)
+    assert live["result"].status == "stopped"
+    run_job(spark, settings, after, "gold_user_activity_5m", AVAILABLE_NOW)
+
+    late_files = tuple(p.name for p in second.files)
+    for table in ("bronze/clickstream", "silver/clickstream"):
+        path = settings.layout.table(table)
+        assert DeltaTable.forPath(spark, str(path)).detail().first()["properties"]["delta.enableTypeWidening"] == "true"
+        rows = delta_store.read_table(path).to_pylist()
+        assert delta_store.read_table(path).schema.field("rank").type == "int64", table
+        assert all((r["rank"] >= WIDE) == r["_source_file"].endswith(late_files) for r in rows), table
+        assert all(r["rank"] == (WIDE if r["_source_file"].endswith(late_files) else 0) + int(r["event_id"][-4:], 16)
+                   for r in rows), table
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).num_rows
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert bronze + quarantine == first.lines + second.lines  # each line once: nothing read twice
+    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    assert len({r["event_id"] for r in silver}) == len(silver)  # no duplicate
+    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
+    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files)])
+    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
+    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
+    assert all("widened rank (int -> long)" in a["detail"] for a in audit), audit
+    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+    # the readers outside Spark read the widened tables: SQL, quality
+    top = query(settings.layout.table("silver/clickstream"), "SELECT max(rank) AS top FROM t").to_pylist()
+    assert top == [{"top": max(r["rank"] for r in silver)}] and top[0]["top"] > WIDE
+    report = run_quality(settings, after, ["bronze/clickstream"])  # its rows since the last run: by their versions
+    assert report.results and not report.blocking_failures
+
+
 def test_a_live_run_sees_a_registry_that_evolves_its_job_and_nothing_else(settings, raw, tmp_path, caplog):
     import yaml
 
@@ -439,9 +541,10 @@ def test_the_approval_text_shows_an_evolve_and_why_a_rename_rebuilds_with_the_ro
 @pytest.mark.timeout(600)
 def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap(settings, tmp_path):
     """bronze, silver and the 5-minute windows in one live driver (a real `lakehouse run --group` process): events with
-    a new field flow (rescued); the registry file then names it: bronze's and silver's queries stop between batches
-    and start again with it, gold's restarts itself on silver's new schema, in the same driver, with no failure;
-    the next drop's field lands in its column, and gold equals the oracle over both drops."""
+    a new field flow (rescued), and an int `rank`; the registry file then names the field and widens `rank` to long:
+    bronze's and silver's queries stop between batches and start again with it, gold's restarts itself on silver's
+    new schema, in the same driver, with no failure; the next drop's field lands in its column, its ranks beyond
+    int in the widened one, and gold equals the oracle over both drops."""
     import os
 
     from include.generator import GeneratorConfig, write_landing
@@ -450,17 +553,21 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     from tests.support.helpers import landed, wait_for
 
     path = tmp_path / "jobs.yaml"
-    registry = group_registry(path)
+    group_registry(path)
+    raw = yaml.safe_load(path.read_text())
+    raw["sources"]["clickstream"]["schema"]["rank"] = "int"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    registry = build_registry(raw, path)
     own = replace(settings, registry_path=path)
     drops = [generate(own, events=400, seed=61, files=2, late_fraction=0.0)]
     rescued_ids = add_device(drops[0].files)
+    add_rank(drops[0].files, 0)
     with drivers_launched_here(own):
         pid = processes.start_job(own, registry, "bronze_clickstream")  # the group's driver starts all three
         wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, pid), 180, "the group's jobs in one driver")
         wait_for(lambda: landed(own) == drops[0].lines, 180, "the first drop in bronze")
 
-        raw = yaml.safe_load(path.read_text())
-        raw["sources"]["clickstream"]["schema"]["device"] = "string"
+        raw["sources"]["clickstream"]["schema"].update(device="string", rank="long")
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         evolved = build_registry(raw, path)
         wait_for(lambda: {p.mode for p in plans(own, evolved, MEMBERS).values()} == {"resume"}, 180,
@@ -469,6 +576,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
         staged = write_landing(tmp_path / "staged", "clickstream", GeneratorConfig(
             events=300, seed=62, files=1, late_fraction=0.0, start=drop_after(drops)))
         new_ids = add_device(staged.files, every=2)
+        add_rank(staged.files, WIDE)
         drops.append(staged)
         expected = expected_gold(evolved, [arrival_order(d.files) for d in drops])["gold/user_activity_5m"]
         for staged_file in staged.files:
@@ -478,7 +586,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
         assert holders(own) == dict.fromkeys(MEMBERS, pid)  # the same driver: no job stopped for good or restarted
         assert not any((read_heartbeat(own, j) or {}).get("status") == "failed" for j in MEMBERS)
         log_text = own.layout.job_log(GROUP_NAME).read_text()
-        assert "the registry adds columns to its output (plan evolve)" in log_text
+        assert "the registry changes its output in place (plan evolve)" in log_text
         assert "job=gold_user_activity_5m: a table it reads has a new schema" in log_text
         assert processes.stop_jobs(own, MEMBERS, "test", wait_seconds=60) == []
         assert processes.LAUNCHED[os.getsid(pid)].wait(timeout=60) == 0
@@ -494,9 +602,13 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
         r["event_id"] for r in bronze if r["event_id"] in rescued_ids}
     silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
     assert len(silver) == len({r["event_id"] for r in silver})
+    for rows in (bronze, silver):  # the ranks beyond int in the widened column, the earlier ones as written
+        assert all(r["rank"] == (WIDE if r["_source_file"].endswith(second) else 0) + int(r["event_id"][-4:], 16)
+                   for r in rows)
     audit = [a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"]
     assert sorted(a["job"] for a in audit) == sorted(CHAIN) and {a["actor"] for a in audit} == {
         "job:bronze_clickstream", "job:silver_clickstream"}
+    assert all("widened rank (int -> long)" in a["detail"] for a in audit), audit
 
 
 @pytest.mark.spark

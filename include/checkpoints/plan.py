@@ -32,6 +32,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
 from include.registry import (
+    DELTA_WIDENINGS,
     PROCESSORS,
     Deduplicate,
     JobSpec,
@@ -230,8 +231,10 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
-# Type changes Delta's type widening makes in place (of the registry's types); the jobs do not make them yet
-DELTA_WIDENINGS = {("int", "long"), ("int", "double")}
+# Readers of a table whose type was widened in place: its protocol rises (reader 3, writer 7, feature typeWidening)
+WIDENING_READERS = ("the table's protocol rises to Delta's typeWidening feature: Spark with Delta 4.0 or later and "
+                    "the product's reader read it; delta-rs (the `deltalake` package, 1.6) and older Delta clients "
+                    "can no longer read it")
 
 
 def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, str]) -> tuple[str, str]:
@@ -240,29 +243,45 @@ def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, 
         return "full-refresh", "the checkpoint records no output schema to compare with"
     dropped = [c for c in before if c not in after]
     added = [c for c in after if c not in before]
-    retyped = [f"{c} {before[c]} -> {after[c]}" for c in before if c in after and before[c] != after[c]]
+    retyped = [c for c in before if c in after and before[c] != after[c]]
+    described = "; ".join(f"{c} {before[c]} -> {after[c]}" for c in retyped)
     if dropped:
         renamed = f" (renamed to {', '.join(added)}?)" if added else ""
         return "full-refresh", (f"column {', '.join(dropped)} dropped{renamed}: the table's rows and files keep "
                                 "it, and a Delta table without column mapping cannot drop or rename a column")
     if retyped:
-        reason = f"column type changed ({'; '.join(retyped)}): the rows written hold the old type"
-        if all((before[c], after[c]) in DELTA_WIDENINGS for c in before if c in after and before[c] != after[c]):
-            reason += ("; Delta could widen it in place (type widening: the product's reader reads such a table), "
-                       "but the jobs do not widen a column yet: the streaming readers downstream would need Delta's "
-                       "schema tracking location and the type change unblocked")
-        return "full-refresh", reason
-    if job.transform.kind not in PASS_THROUGH_KINDS:
+        reason = f"column type changed ({described}): the rows written hold the old type"
+        narrowing = [c for c in retyped if (before[c], after[c]) not in DELTA_WIDENINGS]
+        if narrowing:
+            return "full-refresh", reason + f"; {', '.join(narrowing)}: not a change Delta's type widening makes in place"
+        if job.transform.kind not in PASS_THROUGH_KINDS:
+            return "full-refresh", reason + (f"; Delta widens it in place, but a {job.transform.kind} job's state "
+                                             "holds its output columns")
+        keyed = [c for c in retyped if c in getattr(job.transform, "keys", ())]
+        if keyed:
+            return "full-refresh", reason + (f"; Delta widens it in place, but the job's state is keyed on "
+                                             f"{', '.join(keyed)}")
+    if added and job.transform.kind not in PASS_THROUGH_KINDS:
         return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
                                 f"({', '.join(added)} added)")
-    return "evolve", (f"nullable column {', '.join(added)} added: the next start adds it to the sink table (rows "
-                      "written before read null) and resumes the checkpoint; nothing is read again")
+    done = [f"nullable column {', '.join(added)} added (rows written before read null)"] if added else []
+    if retyped:
+        done.append(f"{described} widened in place (Delta's type widening: no file rewritten; {WIDENING_READERS})")
+    return "evolve", (f"{'; '.join(done)}: the next start changes the sink table and resumes the checkpoint; "
+                      "nothing is read again")
 
 
 def added_columns(plan: Plan) -> dict[str, str]:
     """The output columns an `evolve` plan adds (column -> type)."""
     return {column: ctype for change in plan.changes if change.field == "output_schema" and change.mode == "evolve"
             for column, ctype in change.after.items() if column not in change.before}
+
+
+def widened_columns(plan: Plan) -> dict[str, tuple[str, str]]:
+    """The output columns an `evolve` plan widens (column -> (type before, type after))."""
+    return {column: (change.before[column], ctype) for change in plan.changes
+            if change.field == "output_schema" and change.mode == "evolve"
+            for column, ctype in change.after.items() if column in change.before and change.before[column] != ctype}
 
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:

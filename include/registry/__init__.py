@@ -18,6 +18,7 @@ from include.registry.columns import (
     BRONZE_EXTRA_COLUMNS,
     CHANGE_FEED_COLUMNS,
     COLUMN_TYPES,
+    DELTA_WIDENINGS,
     QUARANTINE_SCHEMA,
     RESCUED_COLUMN,
     ColumnType,
@@ -50,7 +51,7 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "DELTA_WIDENINGS", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "ResourcesSpec", "RunningAggregate", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",

@@ -15,21 +15,32 @@ class ColumnType:
     name: str  # as written in jobs.yaml
     spark: str  # pyspark.sql.types class name
     arrow: str  # pyarrow.type_for_alias name
+    sql: str  # Spark's name of it (DataType.simpleString)
     utc: bool = False  # a timestamp: Arrow's carries the UTC zone (Spark's session time zone is UTC)
 
 
 COLUMN_TYPES: dict[str, ColumnType] = {
     t.name: t
     for t in (
-        ColumnType("string", "StringType", "string"),
-        ColumnType("double", "DoubleType", "double"),
-        ColumnType("long", "LongType", "int64"),
-        ColumnType("int", "IntegerType", "int32"),
-        ColumnType("boolean", "BooleanType", "bool"),
-        ColumnType("timestamp", "TimestampType", "timestamp[us]", utc=True),
-        ColumnType("date", "DateType", "date32"),
+        ColumnType("string", "StringType", "string", "string"),
+        ColumnType("double", "DoubleType", "double", "double"),
+        ColumnType("float", "FloatType", "float", "float"),
+        ColumnType("long", "LongType", "int64", "bigint"),
+        ColumnType("int", "IntegerType", "int32", "int"),
+        ColumnType("boolean", "BooleanType", "bool", "boolean"),
+        ColumnType("timestamp", "TimestampType", "timestamp[us]", "timestamp", utc=True),
+        ColumnType("date", "DateType", "date32", "date"),
     )
 }
+# Type changes Delta's type widening makes in place (Delta 4.4, among the registry's types): the files written before
+# keep their type and read widened. Delta widens an integer to double only when asked (never by schema evolution).
+DELTA_WIDENINGS = frozenset({("int", "long"), ("int", "double"), ("float", "double")})
+
+
+def type_name(spark_sql: str) -> str:
+    """The registry's name of a Spark type named as Spark names it (`bigint` -> `long`)."""
+    return next((t.name for t in COLUMN_TYPES.values() if t.sql == spark_sql), spark_sql)
+
 
 QUARANTINE_SCHEMA: dict[str, str] = {
     "raw_line": "string",

@@ -177,6 +177,8 @@ def _aggregate_type(fn: str, column_type: str | None) -> str:
         return "double"
     if fn == "sum" and column_type in ("int", "long"):
         return "long"
+    if fn == "sum" and column_type == "float":  # Spark sums floats as doubles
+        return "double"
     return column_type or "double"
 
 
