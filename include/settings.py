@@ -1,49 +1,21 @@
 """One settings object for the whole project, read from documented environment variables.
 
-| variable                         | default                         | meaning                                   |
-|----------------------------------|---------------------------------|-------------------------------------------|
-| LAKEHOUSE_ROOT                   | <repo>/lakehouse                | landing, tables, checkpoints, ops, reports: a local path or an S3 URI (s3://bucket/prefix, s3a:// too) |
-| LAKEHOUSE_S3_ENDPOINT            | http://127.0.0.1:8333           | the S3 API of an S3 root that is not AWS (path-style access); `lakehouse storage up` listens there; `aws`: AWS S3 itself |
-| AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION | unset, unset, us-east-1 | the S3 credentials and region (AWS's own variables); unset with a local endpoint: those `lakehouse storage up` made and keeps |
-| LAKEHOUSE_LEASE_SECONDS          | 60                              | on an S3 root: how long a writer's lease outlives its last renewal (renewed every third of it; a holder that cannot renew for half of it stops committing); a SIGKILLed driver's job can start again on another host after at most this, on its own host at once |
-| LAKEHOUSE_HOST_NAME              | the OS's host name              | this host's name in lease records (hosts that share a name; a test standing in for another host) |
-| LAKEHOUSE_LOCAL_DIR              | LAKEHOUSE_ROOT if local, else <repo>/lakehouse | this host's own files: the servers' data (_kafka, _cluster, _s3), live drivers' logs, working copies |
-| LAKEHOUSE_REGISTRY               | include/jobs.yaml               | the job registry                          |
-| LAKEHOUSE_SPARK_MASTER           | local[2]                        | master when not under spark-submit        |
-| LAKEHOUSE_SPARK_DRIVER_MEMORY    | 2g                              | driver memory of every driver (spark-submit's too), unless the registry's `resources.driver_memory` says |
-| LAKEHOUSE_SPARK_UI               | 0                               | 1 enables the Spark UI                    |
-| LAKEHOUSE_SPARK_JAVA_OPTIONS     | unset                           | more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of short runs) |
-| LAKEHOUSE_LOG_LEVEL              | INFO                            | Python log level (the project's lines)    |
-| LAKEHOUSE_SPARK_LOG_LEVEL        | WARN                            | Spark's (JVM) log level: TRACE..OFF       |
-| LAKEHOUSE_STOP_GRACE_SECONDS     | 120                             | wait for a batch to end on SIGTERM        |
-| LAKEHOUSE_TASK_RETRIES           | 2                               | Airflow retries of the lakehouse tasks    |
-| LAKEHOUSE_SPARK_POOL_SLOTS       | cores / 2, at least 1           | Spark tasks Airflow runs at once (pool `lakehouse_spark`) |
-| LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS| 2000000                         | rows above which quality checks use Spark |
-| LAKEHOUSE_JARS_DIR               | <repo>/.cache/jars              | Delta Lake's JVM jars (fetched by `make`) |
-| LAKEHOUSE_KAFKA_BOOTSTRAP        | 127.0.0.1:9092                  | the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, DAGs); `lakehouse kafka up` listens there |
-| LAKEHOUSE_KAFKA_TIMEOUT_SECONDS  | 20                              | a Kafka request's timeout in a job (Spark tries offsets 3 times: a broker lost under a running job fails it after about 3x this) |
-| LAKEHOUSE_KAFKA_JARS_DIR         | <repo>/.cache/kafka             | Kafka's broker jars (fetched by `make`)   |
-| LAKEHOUSE_METASTORE_URI          | thrift://127.0.0.1:9083         | the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore at another URI is used as it is |
-| LAKEHOUSE_METASTORE_DB           | unset                           | the catalog's database: `postgresql://user:password@host:port/database` (docker-compose.yaml's `metastore` service); unset: Derby under <local>/_catalog |
-| LAKEHOUSE_SQL_PORT               | 10000                           | the SQL endpoint (`lakehouse sql up`: Spark's Thrift server, JDBC `jdbc:hive2://host:port/default`) |
-| LAKEHOUSE_SQL_BIND               | 127.0.0.1                       | the address it listens on (loopback unless set; 0.0.0.0: every interface) |
-| LAKEHOUSE_SQL_USER               | lakehouse                       | its login's user                          |
-| LAKEHOUSE_SQL_PASSWORD           | unset                           | its login's password; unset: one made once, kept owner-only under <local>/_sql/password, printed by `sql up` |
-| LAKEHOUSE_LIVE_DRIVERS           | 4                               | live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits for capacity |
-| LAKEHOUSE_LIVE_WATCH_SECONDS     | 240                             | after its check, each `lakehouse_live` task watches its jobs this long (every 10 s): a crash is restarted once its backoff allows, not at the next 5-minute run; 0: check only |
-| LAKEHOUSE_LOG_MAX_BYTES          | 20000000                        | a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size (include/ops/log_rotation.py) |
-| LAKEHOUSE_LOG_BACKUPS            | 3                               | rotated logs kept per driver log (`.1` newest); the oldest is deleted |
-| LAKEHOUSE_PROGRESS_RETENTION_DAYS| 7                               | `_ops/query_progress` rows older than this are deleted by the maintenance (include/ops/ops_maintenance.py) |
-| LAKEHOUSE_OPS_HISTORY_HOURS      | 24                              | the maintenance keeps the operational tables' (`_ops/*`) replaced files and commits this long: after it, each holds its rows in a few files plus this many hours of commits |
-| LAKEHOUSE_AIRFLOW_HISTORY_DAYS   | 30                              | `lakehouse airflow-history` (the cluster's `airflow-history` part, hourly) deletes Airflow's runs, task instances and log files older than this |
-| LAKEHOUSE_BATCH_HOOKS            | unset                           | `module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' fault injection) |
+Every variable is one row of :data:`SETTINGS` (a :class:`Setting`: its name, kind, default, minimum or choices, and
+meaning). :func:`load_settings` reads the environment through that table (a variable unset or blank takes its
+default; each kind has one parse-and-check, whose error names the variable and the value), and
+:func:`configuration_reference` renders the same table as the Markdown reference (the docs' Configuration page): the
+defaults and their documentation live in one place. The few variables that need more than their kind's check (the S3
+endpoint, the root, the Kafka bootstrap servers, the metastore's URI and database) name their own parse in their row,
+or are resolved after the table is read (the root, kept S3 credentials).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from pathlib import Path
 
 from include.storage.layout import Layout
@@ -55,11 +27,188 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 SPARK_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 SPARK_LOG_CONFIG = PACKAGE_DIR / "spark_log4j2.properties"  # Spark's JVM logging, from its first line
 SPARK_LOG_JAVA_OPTION = f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}"  # the driver's JVM option
+PORT_RANGE = (1, 65535)  # a port number's least and greatest value (Kind.PORT)
 
 
-def _env(name: str, default: str) -> str:
-    value = os.environ.get(name, "").strip()
-    return value or default
+class Kind(StrEnum):
+    """What a variable holds: how its text is checked (load_settings) and the type the reference shows."""
+
+    TEXT = "text"  # taken as it is
+    WHOLE = "whole number"  # digits only, at least the row's minimum (0 when it has none)
+    NUMBER = "number"  # any number Python's float() reads
+    PORT = "port"  # a whole number in PORT_RANGE
+    CHOICE = "choice"  # one of the row's choices
+    FLAG = "flag"  # `1`: on; anything else: off
+    PATH = "path"  # a local path (`~` expanded, made absolute, symbolic links resolved); blank: none
+    URL = "URL"  # checked by the row's own parse
+    ADDRESSES = "host:port list"  # checked by the row's own parse
+    LOCATION = "path or S3 URI"  # the root: resolved after the table is read (it needs the S3 settings)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: a row of :data:`SETTINGS`."""
+
+    name: str  # the environment variable
+    fills: str  # the Settings field it fills (`s3.<field>`: the S3Config's)
+    kind: Kind
+    default: str | Callable[[], str]  # the text an unset or blank variable stands for (a callable: computed then)
+    meaning: str  # Markdown
+    shown_default: str = ""  # the default as the reference says it (Markdown); "": the default itself ("unset": "")
+    minimum: int | None = None  # Kind.WHOLE: the least value (None: 0)
+    choices: tuple[str, ...] = ()  # Kind.CHOICE: the values allowed
+    unit: str = ""  # what a number counts ("seconds"), named in its type and in its error
+    upper: bool = False  # read upper-cased: case does not matter
+    strip: bool = True  # False: taken exactly as given, surrounding spaces too (a password)
+    parse: Callable[[str], object] | None = None  # its own parse-and-check (a special case) instead of its kind's
+
+    def default_text(self) -> str:
+        return self.default() if callable(self.default) else self.default
+
+    @property
+    def requirement(self) -> str:
+        """What a value must be, as the error of a bad one says it (`<NAME> must be <this>, got '<value>'`)."""
+        least = self.minimum or 0
+        if self.kind is Kind.WHOLE and self.unit:
+            return f"a positive whole number of {self.unit}" if least == 1 else \
+                f"a whole number of {self.unit}, at least {least}"
+        if self.kind is Kind.WHOLE:
+            return {0: "a non-negative integer", 1: "a positive integer"}.get(least, f"a whole number, at least {least}")
+        if self.kind is Kind.NUMBER:
+            return f"a number of {self.unit}" if self.unit else "a number"
+        if self.kind is Kind.PORT:
+            return f"a port number ({PORT_RANGE[0]}-{PORT_RANGE[1]})"
+        if self.kind is Kind.CHOICE:
+            return f"one of {', '.join(self.choices)}"
+        return f"a {self.kind}"
+
+
+def _half_the_cores() -> str:
+    return str(max(1, (os.cpu_count() or 2) // 2))
+
+
+def _s3_endpoint(text: str) -> str:
+    """LAKEHOUSE_S3_ENDPOINT: an http(s) URL (its trailing slashes dropped), or `aws`: AWS S3 itself (no endpoint)."""
+    endpoint = text.rstrip("/")
+    if endpoint != "aws" and not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"LAKEHOUSE_S3_ENDPOINT must be an http:// or https:// URL, or `aws`, got {endpoint!r}")
+    return "" if endpoint == "aws" else endpoint
+
+
+def _kafka_bootstrap(text: str) -> str:
+    check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", text)
+    return text
+
+
+def _metastore_uri(text: str) -> str:
+    metastore_host_port(text)  # ValueError naming LAKEHOUSE_METASTORE_URI
+    return text
+
+
+def _metastore_db(text: str) -> str:
+    if text:
+        postgres_address(text)  # ValueError naming LAKEHOUSE_METASTORE_DB
+    return text
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("LAKEHOUSE_ROOT", "root", Kind.LOCATION, str(REPO_ROOT / "lakehouse"), shown_default="`<repo>/lakehouse`",
+            meaning="landing, tables, checkpoints, ops, reports: a local path or an S3 URI (`s3://bucket/prefix`, "
+                    "`s3a://` too)"),
+    Setting("LAKEHOUSE_S3_ENDPOINT", "s3.endpoint", Kind.URL, DEFAULT_ENDPOINT, parse=_s3_endpoint,
+            meaning="the S3 API of an S3 root that is not AWS (path-style access); `lakehouse storage up` listens "
+                    "there; `aws`: AWS S3 itself"),
+    Setting("AWS_ACCESS_KEY_ID", "s3.access_key_id", Kind.TEXT, "",
+            meaning="the S3 credentials' key (AWS's own variable); unset with a local endpoint: the one "
+                    "`lakehouse storage up` made and keeps"),
+    Setting("AWS_SECRET_ACCESS_KEY", "s3.secret_access_key", Kind.TEXT, "",
+            meaning="the S3 credentials' secret (AWS's own variable); unset with a local endpoint: the one "
+                    "`lakehouse storage up` made and keeps"),
+    Setting("AWS_REGION", "s3.region", Kind.TEXT, DEFAULT_REGION, meaning="the S3 region (AWS's own variable)"),
+    Setting("LAKEHOUSE_LEASE_SECONDS", "lease_seconds", Kind.WHOLE, "60", minimum=3, unit="seconds",
+            meaning="on an S3 root: how long a writer's lease outlives its last renewal (renewed every third of it; "
+                    "a holder that cannot renew for half of it stops committing); a SIGKILLed driver's job can start "
+                    "again on another host after at most this, on its own host at once"),
+    Setting("LAKEHOUSE_HOST_NAME", "host_name", Kind.TEXT, socket.gethostname, shown_default="the OS's host name",
+            meaning="this host's name in lease records (hosts that share a name; a test standing in for another "
+                    "host)"),
+    Setting("LAKEHOUSE_LOCAL_DIR", "local_dir", Kind.PATH, "",
+            shown_default="`LAKEHOUSE_ROOT` if local, else `<repo>/lakehouse`",
+            meaning="this host's own files: the servers' data (`_kafka`, `_cluster`, `_s3`), live drivers' logs, "
+                    "working copies"),
+    Setting("LAKEHOUSE_REGISTRY", "registry_path", Kind.PATH, str(PACKAGE_DIR / "jobs.yaml"),
+            shown_default="`include/jobs.yaml`", meaning="the job registry"),
+    Setting("LAKEHOUSE_SPARK_MASTER", "spark_master", Kind.TEXT, "local[2]",
+            meaning="master when not under spark-submit"),
+    Setting("LAKEHOUSE_SPARK_DRIVER_MEMORY", "spark_driver_memory", Kind.TEXT, "2g",
+            meaning="driver memory of every driver (spark-submit's too), unless the registry's "
+                    "`resources.driver_memory` says"),
+    Setting("LAKEHOUSE_SPARK_UI", "spark_ui", Kind.FLAG, "0", meaning="`1` enables the Spark UI"),
+    Setting("LAKEHOUSE_SPARK_JAVA_OPTIONS", "spark_java_options", Kind.TEXT, "",
+            meaning="more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of "
+                    "short runs)"),
+    Setting("LAKEHOUSE_LOG_LEVEL", "log_level", Kind.TEXT, "INFO", upper=True,
+            meaning="Python log level (the project's lines)"),
+    Setting("LAKEHOUSE_SPARK_LOG_LEVEL", "spark_log_level", Kind.CHOICE, "WARN", choices=SPARK_LOG_LEVELS,
+            upper=True, meaning="Spark's (JVM) log level: TRACE..OFF"),
+    Setting("LAKEHOUSE_STOP_GRACE_SECONDS", "stop_grace_seconds", Kind.NUMBER, "120", unit="seconds",
+            meaning="wait for a batch to end on SIGTERM"),
+    Setting("LAKEHOUSE_TASK_RETRIES", "task_retries", Kind.WHOLE, "2", minimum=0,
+            meaning="Airflow retries of the lakehouse tasks"),
+    Setting("LAKEHOUSE_SPARK_POOL_SLOTS", "spark_pool_slots", Kind.WHOLE, _half_the_cores, minimum=1,
+            shown_default="cores / 2, at least 1",
+            meaning="Spark tasks Airflow runs at once (pool `lakehouse_spark`)"),
+    Setting("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "dq_spark_threshold_rows", Kind.WHOLE, "2000000", minimum=0,
+            meaning="rows above which quality checks use Spark"),
+    Setting("LAKEHOUSE_JARS_DIR", "jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "jars"),
+            shown_default="`<repo>/.cache/jars`", meaning="Delta Lake's JVM jars (fetched by `make`)"),
+    Setting("LAKEHOUSE_KAFKA_BOOTSTRAP", "kafka_bootstrap", Kind.ADDRESSES, "127.0.0.1:9092", parse=_kafka_bootstrap,
+            meaning="the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, "
+                    "DAGs); `lakehouse kafka up` listens there"),
+    Setting("LAKEHOUSE_KAFKA_TIMEOUT_SECONDS", "kafka_timeout_seconds", Kind.WHOLE, "20", minimum=1,
+            meaning="a Kafka request's timeout in a job, in seconds (Spark tries offsets 3 times: a broker lost under "
+                    "a running job fails it after about 3x this)"),
+    Setting("LAKEHOUSE_KAFKA_JARS_DIR", "kafka_jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "kafka"),
+            shown_default="`<repo>/.cache/kafka`", meaning="Kafka's broker jars (fetched by `make`)"),
+    Setting("LAKEHOUSE_METASTORE_URI", "metastore_uri", Kind.URL, "thrift://127.0.0.1:9083", parse=_metastore_uri,
+            meaning="the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore "
+                    "at another URI is used as it is"),
+    Setting("LAKEHOUSE_METASTORE_DB", "metastore_db", Kind.URL, "", parse=_metastore_db,
+            meaning="the catalog's database: `postgresql://user:password@host:port/database` (docker-compose.yaml's "
+                    "`metastore` service); unset: Derby under `<local>/_catalog`"),
+    Setting("LAKEHOUSE_SQL_PORT", "sql_port", Kind.PORT, "10000",
+            meaning="the SQL endpoint (`lakehouse sql up`: Spark's Thrift server, JDBC "
+                    "`jdbc:hive2://host:port/default`)"),
+    Setting("LAKEHOUSE_SQL_BIND", "sql_bind", Kind.TEXT, "127.0.0.1",
+            meaning="the address it listens on (loopback unless set; `0.0.0.0`: every interface)"),
+    Setting("LAKEHOUSE_SQL_USER", "sql_user", Kind.TEXT, "lakehouse", meaning="its login's user"),
+    Setting("LAKEHOUSE_SQL_PASSWORD", "sql_password", Kind.TEXT, "", strip=False,
+            meaning="its login's password (taken as given, spaces too); unset: one made once, kept owner-only under "
+                    "`<local>/_sql/password`, printed by `sql up`"),
+    Setting("LAKEHOUSE_LIVE_DRIVERS", "live_drivers", Kind.WHOLE, "4", minimum=1,
+            meaning="live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits "
+                    "for capacity"),
+    Setting("LAKEHOUSE_LIVE_WATCH_SECONDS", "live_watch_seconds", Kind.WHOLE, "240", minimum=0,
+            meaning="after its check, each `lakehouse_live` task watches its jobs this many seconds (every 10 s): a "
+                    "crash is restarted once its backoff allows, not at the next 5-minute run; `0`: check only"),
+    Setting("LAKEHOUSE_LOG_MAX_BYTES", "log_max_bytes", Kind.WHOLE, "20000000", minimum=1024, unit="bytes",
+            meaning="a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size "
+                    "(include/ops/log_rotation.py)"),
+    Setting("LAKEHOUSE_LOG_BACKUPS", "log_backups", Kind.WHOLE, "3", minimum=1,
+            meaning="rotated logs kept per driver log (`.1` newest); the oldest is deleted"),
+    Setting("LAKEHOUSE_PROGRESS_RETENTION_DAYS", "progress_retention_days", Kind.WHOLE, "7", minimum=1,
+            meaning="`_ops/query_progress` rows older than this many days are deleted by the maintenance "
+                    "(include/ops/ops_maintenance.py)"),
+    Setting("LAKEHOUSE_OPS_HISTORY_HOURS", "ops_history_hours", Kind.WHOLE, "24", minimum=1, unit="hours",
+            meaning="the maintenance keeps the operational tables' (`_ops/*`) replaced files and commits this long: "
+                    "after it, each holds its rows in a few files plus this many hours of commits"),
+    Setting("LAKEHOUSE_AIRFLOW_HISTORY_DAYS", "airflow_history_days", Kind.WHOLE, "30", minimum=1, unit="days",
+            meaning="`lakehouse airflow-history` (the cluster's `airflow-history` part, hourly) deletes Airflow's "
+                    "runs, task instances and log files older than this"),
+    Setting("LAKEHOUSE_BATCH_HOOKS", "batch_hooks", Kind.TEXT, "",
+            meaning="`module:function` called at each batch's commit points (spark_jobs/batch_hooks.py; the tests' "
+                    "fault injection)"),
+)
 
 
 @dataclass(frozen=True)
@@ -155,117 +304,130 @@ class Settings:
 
 
 def load_settings() -> Settings:
-    """Read the environment into a :class:`Settings`."""
-    endpoint = _env("LAKEHOUSE_S3_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
-    if endpoint != "aws" and not endpoint.startswith(("http://", "https://")):
-        raise ValueError(f"LAKEHOUSE_S3_ENDPOINT must be an http:// or https:// URL, or `aws`, got {endpoint!r}")
-    s3 = S3Config(endpoint="" if endpoint == "aws" else endpoint, access_key_id=_env("AWS_ACCESS_KEY_ID", ""),
-                  secret_access_key=_env("AWS_SECRET_ACCESS_KEY", ""), region=_env("AWS_REGION", DEFAULT_REGION))
+    """Read the environment into a :class:`Settings`: every variable of :data:`SETTINGS` through its row, then the
+    root resolved and the S3 credentials `lakehouse storage up` keeps filled in."""
+    values = {setting.fills: read_setting(setting) for setting in SETTINGS}
+    s3 = S3Config(**{name.removeprefix("s3."): values.pop(name) for name in list(values) if name.startswith("s3.")})
+    root = _storage_root(values.pop("root"), s3)
+    s3 = _with_kept_credentials(s3, root, values["local_dir"])
+    return Settings(root=root, s3=s3, **_as_fields(values),
+                    kafka_bootstrap_set=_given("LAKEHOUSE_KAFKA_BOOTSTRAP"),  # it wins over the Airflow connection
+                    metastore_uri_set=_given("LAKEHOUSE_METASTORE_URI"))  # a catalog is expected
+
+
+def read_setting(setting: Setting) -> object:
+    """`setting`'s value from the environment (its default when unset or blank), parsed and checked: by the row's
+    own parse if it has one, else by its kind's. ValueError naming the variable and the value when it is bad."""
+    given = os.environ.get(setting.name, "")
+    text = (given.strip() if setting.strip else given) or setting.default_text()
+    if setting.upper:
+        text = text.upper()
+    if setting.parse is not None:
+        return setting.parse(text)
+    return _KIND_PARSES[setting.kind](setting, text)
+
+
+def _bad(setting: Setting, text: str) -> ValueError:
+    return ValueError(f"{setting.name} must be {setting.requirement}, got {text!r}")
+
+
+def _parse_whole(setting: Setting, text: str) -> int:
+    least, most = PORT_RANGE if setting.kind is Kind.PORT else (setting.minimum or 0, None)
+    if not text.isdecimal() or int(text) < least or most is not None and int(text) > most:  # digits only: no sign
+        raise _bad(setting, text)
+    return int(text)
+
+
+def _parse_number(setting: Setting, text: str) -> float:
     try:
-        root = storage_path(_env("LAKEHOUSE_ROOT", str(REPO_ROOT / "lakehouse")), s3)
+        return float(text)
+    except ValueError:
+        raise _bad(setting, text) from None
+
+
+def _parse_choice(setting: Setting, text: str) -> str:
+    if text not in setting.choices:
+        raise _bad(setting, text)
+    return text
+
+
+def _parse_path(setting: Setting, text: str) -> Path | None:
+    return Path(text).expanduser().resolve() if text else None
+
+
+_KIND_PARSES: dict[Kind, Callable[[Setting, str], object]] = {
+    Kind.WHOLE: _parse_whole, Kind.PORT: _parse_whole, Kind.NUMBER: _parse_number, Kind.CHOICE: _parse_choice,
+    Kind.FLAG: lambda setting, text: text == "1", Kind.PATH: _parse_path,
+    **{kind: lambda setting, text: text for kind in (Kind.TEXT, Kind.URL, Kind.ADDRESSES, Kind.LOCATION)},
+}
+
+
+def _storage_root(text: str, s3: S3Config) -> LocalPath | S3Path:
+    """LAKEHOUSE_ROOT's storage path: an S3 URI, or a local path with its symbolic links resolved (as Spark records
+    paths). ValueError naming LAKEHOUSE_ROOT."""
+    try:
+        root = storage_path(text, s3)
     except ValueError as exc:
         raise ValueError(f"LAKEHOUSE_ROOT: {exc}") from None
-    if root.is_local:
-        root = LocalPath(Path(str(root)).resolve())  # symbolic links resolved, as Spark records paths
-    local_dir = _env("LAKEHOUSE_LOCAL_DIR", "")
-    if not s3.access_key_id and s3.endpoint:  # the credentials `lakehouse storage up` made for its server, if any
-        local = Path(local_dir).expanduser().resolve() if local_dir else (
-            Path(str(root)) if root.is_local else REPO_ROOT / "lakehouse")
-        kept = kept_credentials(Layout(root, local).s3_server)
-        if kept:
-            s3 = replace(s3, access_key_id=kept[0], secret_access_key=kept[1])
-    lease_seconds = _env("LAKEHOUSE_LEASE_SECONDS", "60")
-    if not lease_seconds.isdigit() or int(lease_seconds) < 3:
-        raise ValueError(f"LAKEHOUSE_LEASE_SECONDS must be a whole number of seconds, at least 3, got {lease_seconds!r}")
-    registry = Path(_env("LAKEHOUSE_REGISTRY", str(PACKAGE_DIR / "jobs.yaml"))).expanduser().resolve()
-    try:
-        grace = float(_env("LAKEHOUSE_STOP_GRACE_SECONDS", "120"))
-    except ValueError as exc:
-        raise ValueError("LAKEHOUSE_STOP_GRACE_SECONDS must be a number of seconds") from exc
-    retries = _env("LAKEHOUSE_TASK_RETRIES", "2")
-    if not retries.isdigit():
-        raise ValueError(f"LAKEHOUSE_TASK_RETRIES must be a non-negative integer, got {retries!r}")
-    spark_log_level = _env("LAKEHOUSE_SPARK_LOG_LEVEL", "WARN").upper()
-    if spark_log_level not in SPARK_LOG_LEVELS:
-        raise ValueError(f"LAKEHOUSE_SPARK_LOG_LEVEL must be one of {', '.join(SPARK_LOG_LEVELS)}, "
-                         f"got {spark_log_level!r}")
-    pool_slots = _env("LAKEHOUSE_SPARK_POOL_SLOTS", str(max(1, (os.cpu_count() or 2) // 2)))
-    if not pool_slots.isdigit() or int(pool_slots) < 1:
-        raise ValueError(f"LAKEHOUSE_SPARK_POOL_SLOTS must be a positive integer, got {pool_slots!r}")
-    threshold = _env("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "2000000")
-    if not threshold.isdigit():
-        raise ValueError(f"LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS must be a non-negative integer, got {threshold!r}")
-    bootstrap = _env("LAKEHOUSE_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-    kafka_timeout = _env("LAKEHOUSE_KAFKA_TIMEOUT_SECONDS", "20")
-    if not kafka_timeout.isdigit() or int(kafka_timeout) < 1:
-        raise ValueError(f"LAKEHOUSE_KAFKA_TIMEOUT_SECONDS must be a positive integer, got {kafka_timeout!r}")
-    check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", bootstrap)
-    metastore_uri = _env("LAKEHOUSE_METASTORE_URI", "thrift://127.0.0.1:9083")
-    metastore_host_port(metastore_uri)  # ValueError naming LAKEHOUSE_METASTORE_URI
-    metastore_db = _env("LAKEHOUSE_METASTORE_DB", "")
-    if metastore_db:
-        postgres_address(metastore_db)  # ValueError naming LAKEHOUSE_METASTORE_DB
-    sql_port = _env("LAKEHOUSE_SQL_PORT", "10000")
-    if not sql_port.isdigit() or not 0 < int(sql_port) < 65536:
-        raise ValueError(f"LAKEHOUSE_SQL_PORT must be a port number (1-65535), got {sql_port!r}")
-    live_drivers = _env("LAKEHOUSE_LIVE_DRIVERS", "4")
-    if not live_drivers.isdigit() or int(live_drivers) < 1:
-        raise ValueError(f"LAKEHOUSE_LIVE_DRIVERS must be a positive integer, got {live_drivers!r}")
-    watch = _env("LAKEHOUSE_LIVE_WATCH_SECONDS", "240")
-    if not watch.isdigit():
-        raise ValueError(f"LAKEHOUSE_LIVE_WATCH_SECONDS must be a non-negative integer, got {watch!r}")
-    log_max_bytes, log_backups = _env("LAKEHOUSE_LOG_MAX_BYTES", "20000000"), _env("LAKEHOUSE_LOG_BACKUPS", "3")
-    if not log_max_bytes.isdigit() or int(log_max_bytes) < 1024:
-        raise ValueError(f"LAKEHOUSE_LOG_MAX_BYTES must be a whole number of bytes, at least 1024, got {log_max_bytes!r}")
-    if not log_backups.isdigit() or int(log_backups) < 1:
-        raise ValueError(f"LAKEHOUSE_LOG_BACKUPS must be a positive integer, got {log_backups!r}")
-    retention = _env("LAKEHOUSE_PROGRESS_RETENTION_DAYS", "7")
-    if not retention.isdigit() or int(retention) < 1:
-        raise ValueError(f"LAKEHOUSE_PROGRESS_RETENTION_DAYS must be a positive integer, got {retention!r}")
-    ops_history = _env("LAKEHOUSE_OPS_HISTORY_HOURS", "24")
-    if not ops_history.isdigit() or int(ops_history) < 1:
-        raise ValueError(f"LAKEHOUSE_OPS_HISTORY_HOURS must be a positive whole number of hours, got {ops_history!r}")
-    airflow_history = _env("LAKEHOUSE_AIRFLOW_HISTORY_DAYS", "30")
-    if not airflow_history.isdigit() or int(airflow_history) < 1:
-        raise ValueError(f"LAKEHOUSE_AIRFLOW_HISTORY_DAYS must be a positive whole number of days, got {airflow_history!r}")
-    return Settings(
-        root=root,
-        s3=s3,
-        lease_seconds=float(lease_seconds),
-        host_name=_env("LAKEHOUSE_HOST_NAME", socket.gethostname()),
-        local_dir=Path(local_dir).expanduser().resolve() if local_dir else None,
-        registry_path=registry,
-        spark_master=_env("LAKEHOUSE_SPARK_MASTER", "local[2]"),
-        spark_driver_memory=_env("LAKEHOUSE_SPARK_DRIVER_MEMORY", "2g"),
-        spark_ui=_env("LAKEHOUSE_SPARK_UI", "0") == "1",
-        log_level=_env("LAKEHOUSE_LOG_LEVEL", "INFO").upper(),
-        spark_log_level=spark_log_level,
-        stop_grace_seconds=grace,
-        task_retries=int(retries),
-        spark_pool_slots=int(pool_slots),
-        dq_spark_threshold_rows=int(threshold),
-        batch_hooks=_env("LAKEHOUSE_BATCH_HOOKS", ""),
-        jars_dir=Path(_env("LAKEHOUSE_JARS_DIR", str(REPO_ROOT / ".cache" / "jars"))).expanduser().resolve(),
-        spark_java_options=_env("LAKEHOUSE_SPARK_JAVA_OPTIONS", ""),
-        kafka_bootstrap=bootstrap,
-        kafka_bootstrap_set=bool(os.environ.get("LAKEHOUSE_KAFKA_BOOTSTRAP", "").strip()),
-        kafka_jars_dir=Path(_env("LAKEHOUSE_KAFKA_JARS_DIR", str(REPO_ROOT / ".cache" / "kafka"))).expanduser().resolve(),
-        kafka_timeout_seconds=int(kafka_timeout),
-        metastore_uri=metastore_uri,
-        metastore_uri_set=bool(os.environ.get("LAKEHOUSE_METASTORE_URI", "").strip()),
-        metastore_db=metastore_db,
-        sql_port=int(sql_port),
-        sql_bind=_env("LAKEHOUSE_SQL_BIND", "127.0.0.1"),
-        sql_user=_env("LAKEHOUSE_SQL_USER", "lakehouse"),
-        sql_password=os.environ.get("LAKEHOUSE_SQL_PASSWORD", ""),
-        live_drivers=int(live_drivers),
-        live_watch_seconds=int(watch),
-        log_max_bytes=int(log_max_bytes),
-        log_backups=int(log_backups),
-        progress_retention_days=int(retention),
-        ops_history_hours=int(ops_history),
-        airflow_history_days=int(airflow_history),
-    )
+    return LocalPath(Path(str(root)).resolve()) if root.is_local else root
+
+
+def _with_kept_credentials(s3: S3Config, root: LocalPath | S3Path, local_dir: Path | None) -> S3Config:
+    """`s3` with the credentials `lakehouse storage up` made for its server, when it has an endpoint (not AWS) and no
+    AWS_ACCESS_KEY_ID was given, and that server kept some (under this host's directory)."""
+    if s3.access_key_id or not s3.endpoint:
+        return s3
+    local = local_dir if local_dir is not None else Path(str(root)) if root.is_local else REPO_ROOT / "lakehouse"
+    kept = kept_credentials(Layout(root, local).s3_server)
+    return replace(s3, access_key_id=kept[0], secret_access_key=kept[1]) if kept else s3
+
+
+def _as_fields(values: dict[str, object]) -> dict[str, object]:
+    """The values as the Settings fields hold them: a whole number of seconds for a float field (lease_seconds) as a
+    float."""
+    floats = {each.name for each in fields(Settings) if each.type in ("float", float)}
+    return {name: float(value) if name in floats else value for name, value in values.items()}
+
+
+def _given(name: str) -> bool:
+    """Whether the variable `name` was given (not unset or blank): a `*_set` field of Settings."""
+    return bool(os.environ.get(name, "").strip())
+
+
+def configuration_reference() -> str:
+    """The configuration reference as Markdown: a table of every variable of :data:`SETTINGS` (variable, type,
+    default, minimum or choices, meaning), in the table's order. The docs' Configuration page is rendered from it."""
+    lines = ["| variable | type | default | minimum / choices | meaning |", "|---|---|---|---|---|"]
+    for setting in SETTINGS:
+        kind = f"{setting.kind} of {setting.unit}" if setting.unit else str(setting.kind)
+        cells = (f"`{setting.name}`", kind, _shown_default(setting), _limits(setting), _markdown(setting.meaning))
+        lines.append(f"| {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _shown_default(setting: Setting) -> str:
+    if setting.shown_default:
+        return _markdown(setting.shown_default)
+    return f"`{setting.default_text()}`" if setting.default_text() else "unset"
+
+
+def _limits(setting: Setting) -> str:
+    """The reference's `minimum / choices` cell."""
+    if setting.kind is Kind.WHOLE:
+        return f"at least {setting.minimum or 0}"
+    if setting.kind is Kind.PORT:
+        return f"{PORT_RANGE[0]}-{PORT_RANGE[1]}"
+    if setting.kind is Kind.CHOICE:
+        return ", ".join(f"`{choice}`" for choice in setting.choices) + (" (any case)" if setting.upper else "")
+    if setting.kind is Kind.FLAG:
+        return "`1`: on, anything else: off"
+    return ""
+
+
+def _markdown(text: str) -> str:
+    """`text` (Markdown) made safe in a table cell: outside its `code spans`, `|` escaped and `<` not read as HTML."""
+    parts = text.split("`")
+    return "`".join(part if i % 2 else part.replace("|", "\\|").replace("<", "&lt;") for i, part in enumerate(parts))
 
 
 def check_bootstrap(name: str, value: str) -> None:
