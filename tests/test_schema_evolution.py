@@ -322,9 +322,16 @@ def add_rank(files, base: int) -> None:
         path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.full, pytest.mark.s3])])  # s3: test-full
+def house(request, settings):
+    """The test's lakehouse: a local root, or a fresh prefix of the session's S3 bucket."""
+    return request.getfixturevalue("s3_settings") if request.param == "s3" else settings
+
+
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_twice(spark, settings, raw, caplog):
+def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_twice(spark, house, raw, caplog):
+    settings = house
     from delta.tables import DeltaTable
 
     from include.storage.reader import query
