@@ -33,6 +33,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from include.entrypoints import lakehouse_command  # noqa: E402
 from include.generator import DEFAULT_START, GeneratorConfig  # noqa: E402
 from include.kafka import broker  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -183,7 +184,7 @@ def run_mode(mode: str, seconds: int) -> dict:
         problems = {j: h.problems for j in live if (h := check_job(settings, registry, j)).problems or not h.running}
     finally:
         stop_feeding.set()
-        subprocess.run([sys.executable, "-m", "include.cli", "stop", "--all", "--wait", "300"], cwd=REPO,
+        subprocess.run([*lakehouse_command(), "stop", "--all", "--wait", "300"], cwd=REPO,
                        capture_output=True, timeout=400)
         for pid, _, _ in processes_of(settings.root):  # whatever did not stop (the next mode measures alone)
             try:

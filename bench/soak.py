@@ -50,6 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.live_fleet import proc_stat, processes_of  # noqa: E402
+from include.entrypoints import lakehouse_command  # noqa: E402
 from include.generator import DEFAULT_START, GeneratorConfig  # noqa: E402
 from include.kafka import broker  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -185,7 +186,7 @@ class Soak:
         self.registry_file.write_text(yaml.safe_dump(raw, sort_keys=False))
         stopped = tasks.stop_live_jobs({"dry_run": False, "targets": [REPARTITIONED], "mode": "repartition",
                                         "actor": "soak"})
-        done = subprocess.run([sys.executable, "-m", "include.cli", "checkpoint", "repartition", REPARTITIONED],
+        done = subprocess.run([*lakehouse_command(), "checkpoint", "repartition", REPARTITIONED],
                               cwd=REPO, capture_output=True, text=True, timeout=900)
         tasks.restart_live_jobs(stopped)
         self.fault("repartition", f"{REPARTITIONED}: stopped {stopped}, exit {done.returncode}: "
@@ -201,7 +202,7 @@ class Soak:
 
     def maintain(self) -> None:
         begun, begun_at = self.elapsed(), time.time()
-        done = subprocess.run([sys.executable, "-m", "include.cli", "maintain"], cwd=REPO, capture_output=True,
+        done = subprocess.run([*lakehouse_command(), "maintain"], cwd=REPO, capture_output=True,
                               text=True, timeout=1800)
         self.maintenance.append({"elapsed": begun, "seconds": round(self.elapsed() - begun, 1),
                                  "exit": done.returncode, "failed": [line for line in done.stdout.splitlines()
@@ -362,7 +363,7 @@ class Soak:
             for process in self.supervisors.values():
                 if process.poll() is None:
                     process.kill()
-            subprocess.run([sys.executable, "-m", "include.cli", "stop", "--all", "--wait", "300"], cwd=REPO,
+            subprocess.run([*lakehouse_command(), "stop", "--all", "--wait", "300"], cwd=REPO,
                            capture_output=True, timeout=400)
             for pid, _, _ in processes_of(self.settings.root):
                 if _alive(pid):

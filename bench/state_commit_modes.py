@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.live_latency import percentiles  # noqa: E402
+from include.entrypoints import lakehouse_command  # noqa: E402
 from include.generator import DEFAULT_START, GeneratorConfig, write_landing  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 
@@ -78,7 +79,7 @@ def run_mode(args: argparse.Namespace, changelog: bool | str) -> dict:
     number = 0
     land(settings, args, number)
     log = (work / "live.log").open("w")
-    driver = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "--group", GROUP], env=env, cwd=REPO,
+    driver = subprocess.Popen([*lakehouse_command(), "run", "--group", GROUP], env=env, cwd=REPO,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -98,7 +99,7 @@ def run_mode(args: argparse.Namespace, changelog: bool | str) -> dict:
     live = progress(settings)
     land(settings, args, number + 1)
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "include.cli", "run", *JOBS, "--trigger", "available-now"], env=env,
+    subprocess.run([*lakehouse_command(), "run", *JOBS, "--trigger", "available-now"], env=env,
                    cwd=REPO, check=True, stdout=(work / "catch-up.log").open("w"), stderr=subprocess.STDOUT)
     catch_up = round(time.monotonic() - started, 1)
     rows = progress(settings)

@@ -20,6 +20,7 @@ from include.settings import load_settings
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import (
+    LAKEHOUSE,
     REPO,
     arrival_order,
     fraud_alert_rows,
@@ -176,7 +177,7 @@ def test_two_drivers_race_for_a_lease_and_a_holder_frozen_past_it_commits_nothin
     saved_registry(raw, tmp_path / "one_file_batches.yaml", env)
     first = generate(settings, events=900, seed=71, files=2)
 
-    racers = [subprocess.Popen([sys.executable, "-m", "include.cli", "run", "bronze_clickstream"], env=env, cwd=REPO,
+    racers = [subprocess.Popen([*LAKEHOUSE, "run", "bronze_clickstream"], env=env, cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outcomes = sorted((r.wait(timeout=600), r.stderr.read()) for r in racers)
     assert [code for code, _ in outcomes] == [0, 75], outcomes
@@ -189,7 +190,7 @@ def test_two_drivers_race_for_a_lease_and_a_holder_frozen_past_it_commits_nothin
     gate = tmp_path / "gate"
     frozen_env = {**env, **pause_env("bronze_clickstream", "before_commit", 2, gate), "LAKEHOUSE_HOST_NAME": "host-a",
                   "LAKEHOUSE_LEASE_SECONDS": str(lease_seconds)}
-    frozen = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "bronze_clickstream"], env=frozen_env,
+    frozen = subprocess.Popen([*LAKEHOUSE, "run", "bronze_clickstream"], env=frozen_env,
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     other = None
@@ -197,7 +198,7 @@ def test_two_drivers_race_for_a_lease_and_a_holder_frozen_past_it_commits_nothin
         wait_for(lambda: (tmp_path / "gate.waiting").exists(), 300, "the holder to reach its commit")
         os.killpg(frozen.pid, signal.SIGSTOP)
         time.sleep(lease_seconds + 2)
-        other = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "bronze_clickstream"],
+        other = subprocess.Popen([*LAKEHOUSE, "run", "bronze_clickstream"],
                                  env={**env, "LAKEHOUSE_HOST_NAME": "host-b",
                                       "LAKEHOUSE_LEASE_SECONDS": str(lease_seconds)},
                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -374,7 +375,7 @@ def test_maintenance_beside_a_live_group_on_s3_compacts_and_loses_nothing(s3_ser
                  300, "gold to equal the oracle", interval=2)
 
     drops = [arrival_order(generate(settings, events=400, seed=95, files=2, late_fraction=0.0).files)]
-    driver = subprocess.Popen([sys.executable, "-m", "include.cli", "run", "--group", GROUP], env=env, cwd=REPO,
+    driver = subprocess.Popen([*LAKEHOUSE, "run", "--group", GROUP], env=env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         gold_equals_the_oracle(drops)

@@ -51,7 +51,7 @@ def job_pids(settings) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        driver = b"include.cli" in argv or any(a.endswith(b"spark_jobs/entrypoints/run_job.py") for a in argv)
+        driver = any(a.endswith((b"/bin/lakehouse", b"spark_jobs/entrypoints/run_job.py")) for a in argv)
         if (state != "Z" and b"python" in argv[0] and driver and JOB.encode() in argv
                 and f"LAKEHOUSE_ROOT={settings.root}".encode() in environ):
             pids.append(int(entry.name))

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from include.airflow.environment import CONNECTIONS_FILE, airflow_command, airflow_environment
 from include.cluster.daemons import Daemon, get_json
 from include.cluster.topology import AIRFLOW_USER, HOST, Topology, airflow_settings, cluster_connections
+from include.entrypoints import lakehouse_command
 from include.settings import Settings
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "history")
@@ -37,7 +37,7 @@ def write_files(top: Topology) -> None:
 
 def command(top: Topology, component: str) -> list[str]:
     if component == "history":
-        return [sys.executable, "-m", "include.cli", *HISTORY_COMMAND]
+        return [*lakehouse_command(), *HISTORY_COMMAND]
     return airflow_command() + [component] + (
         ["--host", HOST, "--port", str(top.ports.airflow)] if component == "api-server" else [])
 

@@ -6,15 +6,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from include.entrypoints import lakehouse_command
 from include.generator import GeneratorConfig, write_landing
 from include.settings import Settings
 from include.storage import delta as delta_store
 
-LAKEHOUSE = [sys.executable, "-m", "include.cli"]
+LAKEHOUSE = lakehouse_command()  # as a person runs it: the entry point `make bootstrap` installs
 REPO = Path(__file__).resolve().parents[2]
 
 
