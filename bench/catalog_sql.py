@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from include.catalog.tables import NamedTable, register  # noqa: E402
-from include.cluster.daemons import free_port_block  # noqa: E402
+from include.daemons import free_port_block  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 

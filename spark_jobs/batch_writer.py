@@ -95,7 +95,7 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
     committed = delta_store.committed_batch(settings.layout.table(job.sink.table), app_id)
     if committed is not None and committed >= batch_id:
         return
-    from include.kafka.offsets import batch_offsets, skipped_offsets
+    from include.checkpoints.kafka_offsets import batch_offsets, skipped_offsets
     from include.ops.alerts import record_alert
 
     checkpoint = settings.layout.checkpoint(job.id)

@@ -105,7 +105,7 @@ def pytest_configure(config):
     os.environ["LAKEHOUSE_S3_ENDPOINT"] = f"http://127.0.0.1:{free_s3_port()}"
     # The catalog: a port of its own where nothing answers (every driver runs without a catalog, warned once) unless a
     # test starts one there; never a metastore the developer runs.
-    from include.cluster.daemons import free_port_block
+    from include.daemons import free_port_block
 
     os.environ["LAKEHOUSE_METASTORE_URI"] = f"thrift://127.0.0.1:{free_port_block([0])}"
     os.environ["AWS_ACCESS_KEY_ID"] = f"lakehouse-tests-{worker or 'main'}"

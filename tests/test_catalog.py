@@ -17,7 +17,7 @@ import pytest
 
 from include.catalog.metastore import MetastoreFiles, hive_site
 from include.catalog.tables import catalog_name, named_tables
-from include.cluster.daemons import free_port_block
+from include.daemons import free_port_block
 from include.settings import Settings, load_settings
 from tests.support.helpers import arrival_order, generate, run_cli
 from tests.support.oracle import expected_gold

@@ -5,7 +5,7 @@ read and write the bucket; nothing of the lakehouse is on disk). A backfill is
 triggered through the API server as a person's Trigger click is, the scheduler runs it, the jobs run as an
 application of the master, and gold equals the oracle, through faults: PostgreSQL restarted while idle, a Spark
 worker and the scheduler SIGKILLed under the running backfill and started again (the scheduler by its keeper,
-include/cluster/keeper.py, as a container's restart policy would). Then checkpoint actions through
+include/daemons/keeper.py, as a container's restart policy would). Then checkpoint actions through
 the API: a full refresh approved under Required Actions. (One backfill carries the faults: each run costs minutes.)"""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from datetime import timedelta
 import pytest
 
 from include.cluster import airflow_services, postgres, spark_standalone
-from include.cluster.daemons import free_port_block
 from include.cluster.topology import Ports, Topology
+from include.daemons import free_port_block
 from include.generator import DEFAULT_START
 from include.kafka.broker import free_port_pair
 from include.registry import load_registry
@@ -50,7 +50,7 @@ GOLD = ["gold/user_activity_5m", "gold/user_sessions"]
 
 
 def free_ports(count: int) -> int:
-    """A port p with p .. p + count - 1 free on 127.0.0.1 (below the ephemeral range: include/cluster/daemons.py)."""
+    """A port p with p .. p + count - 1 free on 127.0.0.1 (below the ephemeral range: include.daemons)."""
     return free_port_block(list(range(count)))
 
 

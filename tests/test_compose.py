@@ -46,7 +46,7 @@ def test_airflow_and_spark_agree():
 
 
 def test_airflow_components_restart_as_under_the_clusters_keeper():
-    """Airflow's components exit when PostgreSQL goes away: restarted by Docker here, by include/cluster/keeper.py
+    """Airflow's components exit when PostgreSQL goes away: restarted by Docker here, by include/daemons/keeper.py
     under `lakehouse cluster` (include/cluster/airflow_services.py)."""
     from include.cluster.airflow_services import COMPONENTS
 

@@ -373,8 +373,8 @@ def test_retention_loss_is_refused_or_with_fail_on_data_loss_false_one_alert_per
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    from include.checkpoints.kafka_offsets import checkpoint_offsets
     from include.checkpoints.plan import PlanRequired
-    from include.kafka.offsets import checkpoint_offsets
 
     registry, topic = kafka_registry
     produce(kafka_broker, topic, events=300, seed=48)

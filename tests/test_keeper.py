@@ -1,4 +1,4 @@
-"""include/cluster/keeper.py, the restart policy of `lakehouse cluster`'s Airflow components, on real processes."""
+"""include/daemons/keeper.py, the restart policy of `lakehouse cluster`'s Airflow components, on real processes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from include.cluster.daemons import KEEPER, Daemon, alive
 from include.cluster.manager import _died
+from include.daemons import KEEPER, Daemon, alive
 from tests.support.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,10 +13,10 @@ import os
 import sys
 from pathlib import Path
 
+from include.connections import CONNECTIONS_FILE
 from include.settings import REPO_ROOT, Settings
 
 SPARK_POOL = "lakehouse_spark"  # every task that runs a Spark driver takes one slot
-CONNECTIONS_FILE = REPO_ROOT / "include" / "airflow" / "connections.json"
 DAGS_FOLDER = REPO_ROOT / "dags"
 PLUGINS_FOLDER = REPO_ROOT / "include" / "airflow" / "plugins"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from include.catalog.thrift_client import ThriftError, get_all_databases
-from include.cluster.daemons import Daemon, java, port_taken
+from include.daemons import Daemon, java, port_taken
 from include.settings import Settings, postgres_address
 from include.settings import metastore_host_port as host_port
 

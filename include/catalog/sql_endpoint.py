@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from include.cluster.daemons import Daemon, port_taken
+from include.daemons import Daemon, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)

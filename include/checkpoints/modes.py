@@ -180,7 +180,7 @@ def position_effect(ctx: ActionContext, job: JobSpec) -> str:
 
 def kafka_effect(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> str:
     """What a reset of a Kafka job to the position may miss or repeat, against what the old checkpoint had read."""
-    from include.kafka.offsets import checkpoint_offsets
+    from include.checkpoints.kafka_offsets import checkpoint_offsets
 
     read = checkpoint_offsets(ctx.checkpoint(job.id))
     done = ("the old checkpoint had read " + "; ".join(f"{topic} up to offsets {offsets}" for topic, offsets in

@@ -20,7 +20,7 @@ registry and each changed field is classified:
 A job reading Kafka is also checked against its topics on the broker (given the settings): partitions added
 since the checkpoint are read from their start (``resume``, said in the note); a topic deleted and re-created,
 partitions lost, or unread messages deleted by retention (unless the source allows data loss) need
-``reset-checkpoint`` at a chosen position (include/kafka/offsets.py).
+``reset-checkpoint`` at a chosen position (include/checkpoints/kafka_offsets.py).
 
 The plan's mode is the most demanding one among the changes.
 """
@@ -286,9 +286,9 @@ def widened_columns(plan: Plan) -> dict[str, tuple[str, str]]:
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:
     """The changes (and notes) the checkpoint's Kafka offsets need against the topics on the broker."""
+    from include.checkpoints.kafka_offsets import check_checkpoint
     from include.kafka.broker import BrokerError
     from include.kafka.connection import bootstrap_servers
-    from include.kafka.offsets import check_checkpoint
 
     changes, notes = [], []
     for source in sources:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from include.airflow.environment import CONNECTIONS_FILE, airflow_command, airflow_environment
-from include.cluster.daemons import Daemon, get_json
+from include.airflow.environment import airflow_command, airflow_environment
 from include.cluster.topology import AIRFLOW_USER, HOST, Topology, airflow_settings, cluster_connections
+from include.connections import declared_connections
+from include.daemons import Daemon, get_json
 from include.entrypoints import lakehouse_command
 from include.settings import Settings
 
@@ -31,7 +32,7 @@ def write_files(top: Topology) -> None:
     passwords = top.airflow_home / "passwords.json"
     passwords.write_text(json.dumps({AIRFLOW_USER: top.secrets()["airflow_password"]}))
     passwords.chmod(0o600)
-    connections = cluster_connections(json.loads(CONNECTIONS_FILE.read_text()), top)
+    connections = cluster_connections(declared_connections(), top)
     top.connections_file.write_text(json.dumps(connections, indent=2) + "\n")
 
 

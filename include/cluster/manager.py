@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from include.cluster import airflow_services, postgres, spark_standalone
-from include.cluster.daemons import port_taken
 from include.cluster.postgres import ClusterError
 from include.cluster.topology import AIRFLOW_USER, HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology, topology
+from include.daemons import port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from include.cluster.daemons import Daemon, get_json
 from include.cluster.topology import HOST, WORKER_CORES, WORKER_MEMORY, Topology
+from include.daemons import Daemon, get_json
 
 
 def spark_home() -> Path:

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from include.cluster.daemons import Daemon, free_port_block, java, port_taken
+from include.daemons import Daemon, free_port_block, java, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)

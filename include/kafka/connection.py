@@ -8,7 +8,7 @@ import json
 import os
 from urllib.parse import parse_qs, urlparse
 
-from include.airflow.environment import CONNECTIONS_FILE
+from include.connections import connection_extra, declared_connections
 from include.registry import JobSpec
 from include.settings import Settings, check_bootstrap
 
@@ -31,16 +31,13 @@ def _from_environment(connection_id: str) -> str | None:
     if not raw:
         return None
     if raw.startswith("{"):
-        extra = json.loads(raw).get("extra") or {}
-        return (json.loads(extra) if isinstance(extra, str) else extra).get("bootstrap.servers")
+        return connection_extra(json.loads(raw)).get("bootstrap.servers")
     query = parse_qs(urlparse(raw).query)  # kafka://?bootstrap.servers=host%3A9092 (Airflow's URI form)
     return (query.get("bootstrap.servers") or [None])[0]
 
 
 def _from_file(connection_id: str) -> str | None:
-    connections = json.loads(CONNECTIONS_FILE.read_text())
-    extra = (connections.get(connection_id) or {}).get("extra") or {}
-    return (json.loads(extra) if isinstance(extra, str) else extra).get("bootstrap.servers")
+    return connection_extra(declared_connections().get(connection_id) or {}).get("bootstrap.servers")
 
 
 def unreachable_broker(settings: Settings, job: JobSpec) -> str | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from include.cluster.daemons import Daemon, free_port_block, port_taken
+from include.daemons import Daemon, free_port_block, port_taken
 from include.settings import Settings
 from include.storage.s3 import CREDENTIALS_FILE, S3Config, client, kept_credentials, split_uri
 

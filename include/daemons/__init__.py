@@ -15,6 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from include.daemons.keeper import RESTARTING
+
 log = logging.getLogger(__name__)
 
 KEEPER = Path(__file__).with_name("keeper.py")
@@ -134,7 +136,7 @@ class Daemon:
     def start(self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
               kept: bool = False) -> subprocess.Popen:
         """Start `command` in a session of its own, its output appended to the log; remember its pid. `kept`: under
-        include/cluster/keeper.py, which starts it again whenever it exits (the pid is then the keeper's)."""
+        include/daemons/keeper.py, which starts it again whenever it exits (the pid is then the keeper's)."""
         if kept:
             command = [sys.executable, str(KEEPER), "--", *command]
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,6 @@ class Daemon:
 
     def restarts(self) -> list[str]:
         """Its keeper's lines for each time it started the command again since this daemon was last started."""
-        from include.cluster.keeper import RESTARTING
 
         try:
             since_start = self.log_file.read_text(errors="replace").rsplit(START_MARK, 1)[-1]

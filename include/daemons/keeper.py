@@ -4,7 +4,7 @@ Airflow's scheduler exits when its metadatabase goes away (a PostgreSQL restart,
 supervisor to start it again. `python keeper.py -- <command>` runs the command and starts it again each time it
 exits, after 1, 2, 4 ... 30 s, until the keeper's process group is sent SIGTERM or SIGINT (`lakehouse cluster
 down`): it then waits for its command to exit and exits with its code. Each restart is a line in its log, by which
-`lakehouse cluster up` fails a part that exits before it answers (include/cluster/daemons.py `Daemon.restarted`).
+`lakehouse cluster up` fails a part that exits before it answers (include.daemons `Daemon.restarted`).
 
 Run as a script, it imports nothing from the project: it must start whatever the project's state.
 """
