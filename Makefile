@@ -26,7 +26,7 @@ APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
 # Debian's PostgreSQL server for `lakehouse cluster` (Airflow's metadata database), installed when missing.
 POSTGRES_STAMP := .cache/.postgres
 
-.PHONY: bootstrap demo test test-full test-unit lint bench soak soak-1h airflow cluster clean
+.PHONY: bootstrap demo test test-full test-unit lint docs bench soak soak-1h airflow cluster clean
 
 $(STAMP): requirements.txt pyproject.toml include/objectstore/seaweedfs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
@@ -87,7 +87,7 @@ demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(AS
 TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) \
 	$(POSTGRES_STAMP)
 
-# What `make test` needs before it runs anything (the README times it on a clean clone).
+# What `make test` needs before it runs anything (docs/development/testing.md times it on a clean clone).
 bootstrap: $(TEST_PREREQUISITES)
 
 # Every contract through its real process, server or client; the exhaustive variants (`full`) are left to test-full.
@@ -117,6 +117,13 @@ cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# The documentation (docs/, mkdocs.yml) as a site in DOCS_DIR (default the git-ignored site/), offline and strict: a
+# broken link, an anchor that does not exist or a page missing from the navigation fails it. docs/hooks.py fills the
+# reference pages from the code. tests/test_docs.py runs this target.
+DOCS_DIR ?= site
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean --site-dir "$(DOCS_DIR)"
 
 bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/backfill_vs_batch.py

@@ -10,7 +10,7 @@ An S3 server as `lakehouse storage up` starts it (SeaweedFS on free ports, its d
   landing files, tables, checkpoints and state all in the bucket), in one SparkSession, after a small untimed run of
   each (the JVM's first-use costs, S3A's client included, are paid before timing). Goal: S3 at most 1.5x local.
 - **Live latency**: bench/live_latency.py (bronze on a `--trigger`-second clock reading Kafka, silver and gold on their
-  upstream's commits, one driver; the README's operating point on 2 cores: 2,000 events/s, T = 5 s) with its
+  upstream's commits, one driver; the operating point on 2 cores (docs/benchmarks.md): 2,000 events/s, T = 5 s) with its
   lakehouse on the local disk, then on S3: produced -> silver and window end -> gold p95, over the whole run and after
   the warm-up (the first minute: each driver's first batches pay its first-use costs, as the backfill's untimed run
   does). Goal: S3 within one trigger interval of local, after the warm-up.
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--trigger", type=int, default=5,
-                        help="bronze's interval, seconds (2 s saturates 2 cores at 2,000 events/s: see the README)")
+                        help="bronze's interval, seconds (2 s saturates 2 cores at 2,000 events/s: see docs/benchmarks.md)")
     parser.add_argument("--skip-live", action="store_true", help="the backfill only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

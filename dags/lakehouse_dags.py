@@ -315,8 +315,8 @@ def mode_section(mode: str) -> str:
 CHECKPOINT_DOC = """
 # checkpoint_reset
 
-Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see the README's *Checkpoint
-management*; `lakehouse checkpoint plan` says which one a registry change needs):
+Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see *Checkpoints and plans* in the
+docs, `docs/concepts/checkpoints.md`; `lakehouse checkpoint plan` says which one a registry change needs):
 
 - **repartition**: move a job's state to the registry's `state_store.shuffle_partitions` (the only source of
   the count); nothing is reprocessed.

@@ -1,6 +1,7 @@
 """`lakehouse query "SQL" [--format table|csv|json]`: one statement over the catalog, read-only, for scripts and the
-README's examples. Through the SQL endpoint when it answers (beeline, the JDBC client pyspark ships: what any JDBC
-client sees), else in a local Spark session on the catalog with the same read-only rule."""
+docs' examples (docs/operations/catalog-sql.md). Through the SQL endpoint when it answers (beeline, the JDBC client
+pyspark ships: what any JDBC client sees), else in a local Spark session on the catalog with the same read-only
+rule."""
 
 from __future__ import annotations
 

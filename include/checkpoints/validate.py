@@ -179,7 +179,7 @@ def _check_landing_paths(settings: Settings, checkpoint: StoragePath, job: JobSp
     raise CheckpointDamaged(
         f"job {job.id!r}: checkpoint {checkpoint} records landing files under {recorded}, but this lakehouse "
         f"reads {landing}: the lakehouse was moved, and Spark's file-source checkpoints keep absolute paths. {keep}, "
-        f"or rebuild with `lakehouse checkpoint full-refresh {job.id} --cascade` (README: Moving a lakehouse)"
+        f"or rebuild with `lakehouse checkpoint full-refresh {job.id} --cascade` (docs/operations/moving.md)"
     )
 
 
