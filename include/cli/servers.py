@@ -1,0 +1,114 @@
+"""`lakehouse kafka`, `storage` and `cluster`: the Kafka broker, the S3 server, and the production topology on this
+machine (each started in the background, stopped, asked for its status)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from include import arguments
+from include.cli.command import command, print_status
+from include.settings import Settings, load_settings
+
+
+def _kafka_arguments(kafka: argparse.ArgumentParser) -> None:
+    kafka_sub = kafka.add_subparsers(dest="kafka_command", required=True)
+    kafka_sub.add_parser("up", help="format its data directory once, start it in the background, wait until it answers")
+    kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
+    kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
+
+
+@command("kafka", "the Kafka broker of the Kafka sources (LAKEHOUSE_KAFKA_BOOTSTRAP)", _kafka_arguments,
+         needs_root=False, reports=True)
+def kafka(settings: Settings, args: argparse.Namespace) -> int:
+    from include.kafka import broker
+    from include.kafka.connection import bootstrap_servers
+
+    bootstrap = bootstrap_servers(settings)
+    try:
+        if args.kafka_command == "up":
+            _, message = broker.up(settings, bootstrap)
+            sys.stderr.write(message + "\n")
+            sys.stdout.write(bootstrap + "\n")
+            return 0
+        if args.kafka_command == "down":
+            sys.stdout.write(broker.down(settings) + "\n")
+            return 0
+        topics = broker.list_topics(bootstrap)
+    except broker.BrokerError as exc:
+        sys.stderr.write(f"lakehouse kafka {args.kafka_command}: {exc}\n")
+        return 1
+    lines = [f"Kafka broker answers at {bootstrap}: {len(topics)} topic(s)"]
+    lines += [f"  {t.name}: {t.partitions} partition(s)" for t in topics]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _storage_arguments(storage: argparse.ArgumentParser) -> None:
+    storage_sub = storage.add_subparsers(dest="storage_command", required=True)
+    storage_sub.add_parser("up", help="start it in the background (data under <local>/_s3/), create LAKEHOUSE_ROOT's "
+                                      "bucket, wait until it answers")
+    storage_sub.add_parser("down", help="stop the server `storage up` started")
+    storage_status = storage_sub.add_parser("status", help="its endpoint, the root, whether it answers, the credentials")
+    storage_status.add_argument("--json", action="store_true", help="as JSON")
+
+
+@command("storage", "the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS", _storage_arguments,
+         needs_root=False, reports=True)
+def storage(settings: Settings, args: argparse.Namespace) -> int:
+    from include.objectstore import server
+
+    try:
+        if args.storage_command == "up":
+            _, message = server.up(settings)
+            sys.stderr.write(message + "\n")
+            info = server.status(load_settings())  # with the credentials `up` may just have made
+            sys.stdout.write(f"{info['endpoint']}\naccess key id: {info['access_key_id']}\n"
+                             f"secret access key: {info['secret_access_key']}\n")
+            return 0
+        if args.storage_command == "down":
+            sys.stdout.write(server.down(settings) + "\n")
+            return 0
+    except server.StorageError as exc:
+        sys.stderr.write(f"lakehouse storage {args.storage_command}: {exc}\n")
+        return 1
+    info = server.status(settings)
+    return print_status(info, args.json,
+                        f"S3 server at {info['endpoint']}: {'answers' if info['up'] else 'does not answer'}\n"
+                        f"lakehouse root: {info['root']}\naccess key id: {info['access_key_id'] or '-'}\n"
+                        f"data (a server `storage up` started here): {info['data']}")
+
+
+def _cluster_arguments(cluster: argparse.ArgumentParser) -> None:
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    cluster_up = cluster_sub.add_parser("up", help="start every part (each waited for until it answers)")
+    cluster_up.add_argument("--workers", type=arguments.positive_int, default=2,
+                            help="Spark workers, 1 core each (default 2)")
+    cluster_up.add_argument("--storage", choices=("local", "s3"), default=None,
+                            help="where the lakehouse lives: this machine's disk, or the S3 server started with the "
+                                 "rest (LAKEHOUSE_ROOT if it is an S3 URI, else s3://lakehouse/cluster); default: as "
+                                 "the running cluster, else LAKEHOUSE_ROOT's kind")
+    cluster_status = cluster_sub.add_parser("status", help="each part, its address and whether it answers")
+    cluster_status.add_argument("--json", action="store_true", help="as JSON (the logins too)")
+    cluster_sub.add_parser("down", help="stop every part, in order; the data stays")
+
+
+@command("cluster", "the production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone "
+                    "master and workers, Kafka", _cluster_arguments, needs_root=False, reports=True)
+def cluster(settings: Settings, args: argparse.Namespace) -> int:
+    from include.cluster import manager
+    from include.cluster.postgres import ClusterError
+
+    try:
+        if args.cluster_command == "up":
+            sys.stdout.write("\n".join(manager.up(settings, args.workers, args.storage)) + "\n")
+        elif args.cluster_command == "down":
+            sys.stdout.write("\n".join(manager.down(settings)) + "\n")
+        else:
+            info = manager.status(settings)
+            sys.stdout.write((json.dumps(info, indent=2) if args.json else manager.render(info)) + "\n")
+    except ClusterError as exc:
+        sys.stderr.write(f"lakehouse cluster {args.cluster_command}: {exc}\n")
+        return 1
+    return 0
