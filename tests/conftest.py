@@ -83,6 +83,13 @@ def pytest_configure(config):
     from include.registry.specs import JIT_OPTIONS
 
     os.environ.setdefault("LAKEHOUSE_SPARK_JAVA_OPTIONS", JIT_OPTIONS["c1"])
+    # The `lakehouse` commands the tests start (the entry point, as a person runs it) import the tests' batch hooks
+    # (LAKEHOUSE_BATCH_HOOKS=tests.support.kill_hooks:...) from the repository, as a person's own hooks would be found
+    from tests.support.helpers import REPO
+
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(REPO) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), *paths) if p)
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # under `-n`: each worker process has its own metadata DB
     if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI") or worker:
         os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"lakehouse-airflow-{worker or 'main'}-")
