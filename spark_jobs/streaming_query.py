@@ -242,8 +242,8 @@ def run_job(
         restarts: list[int | None] = []  # the last committed batch at each restart for a source's new schema
         while True:
             try:
-                result = _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested,
-                                         held, action_id)
+                result = _run_with_lease(QueryRun(spark, settings, registry, job, trigger, held, stop_requested,
+                                                  shuffle_partitions, action_id))
                 break
             except RegistryEvolved as changed:
                 registry = changed.registry
@@ -265,100 +265,141 @@ def run_job(
     return result
 
 
-def _run_with_lease(spark, settings, registry, job, trigger, shuffle_partitions, stop_requested, held,
-                    action_id) -> RunResult:
-    check_job_files(settings, job)
-    refuse_python_source_checkpoint(settings, job)
-    refuse_lost_checkpoint(settings, registry, job)
-    partitions = resolve_shuffle_partitions(settings, job, shuffle_partitions)
-    job = replace(job, state_store=replace(job.state_store, shuffle_partitions=partitions))  # as it runs
-    plan = require_resume(settings, registry, job, action_id)
-    replay_batch_owing_a_watermark(settings, job, trigger)
+@dataclass(frozen=True)
+class QueryRun:
+    """One start of a job's query: what it runs with."""
+
+    spark: SparkSession
+    settings: Settings
+    registry: Registry
+    job: JobSpec
+    trigger: Trigger
+    held: lease.Lease  # the job's lease: renewed while the query runs, checked before each commit
+    stop_requested: threading.Event
+    shuffle_partitions: int | None = None  # asked for; the checkpoint's pinned count otherwise
+    action_id: str | None = None  # the checkpoint action running the job, if any
+
+
+def _run_with_lease(run: QueryRun) -> RunResult:
+    """Check, prepare and start the job's query, watch it until it ends, and say how it ended."""
+    run, partitions = _prepare(run)
+    configure_session(run.spark, run.job, partitions, run.trigger)
+    recorder = recorder_for(run.spark)
+    recorder.track(run.job.id, run.settings, str(run.trigger), state_memory_bytes(run.spark))
+    written: Counter = Counter()  # rows out per table, over this run's batches
+    started = time.monotonic()
+    query = _start_query(run, partitions, written)
+    status, evolved = _watch(run, query)
+    error = query.exception()
+    # The checkpoint's last committed batch: the last progress may be an idle one, which carries the next batch's id
+    last_batch = checkpoints.latest_committed_batch(run.settings.layout.checkpoint(run.job.id))
+    if not recorder.wait_terminated(str(query.runId)):
+        log.warning("job=%s: the progress listener did not catch up in time", run.job.id)
+    batches, rows_in = recorder.totals(str(query.runId))
+    schema_changed = error is not None and not run.held.lost and source_schema_changed(str(error), run.settings,
+                                                                                         run.job)
+    status = "restarting" if schema_changed else "failed" if error else status
+    summary = run_summary(run.job.id, status, batches, rows_in, written, last_batch, time.monotonic() - started)
+    write_heartbeat(run.settings, run.job.id, status=status, query_id=str(query.id), batch_id=last_batch,
+                    summary=summary)
+    if schema_changed:
+        raise SourceSchemaChanged(f"{str(error).splitlines()[0]}; {summary}")
+    if evolved is not None and error is None:
+        raise RegistryEvolved(evolved)
+    if error is not None:
+        raise _failure(run, str(error), summary)
+    return RunResult(job=run.job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+
+def _prepare(run: QueryRun) -> tuple[QueryRun, int]:
+    """Refuse a start the checkpoint or the registry forbids; make the job's tables, applying an `evolve` plan; the
+    run with the job as it runs (its shuffle partitions), and those partitions."""
+    settings, registry = run.settings, run.registry
+    check_job_files(settings, run.job)
+    refuse_python_source_checkpoint(settings, run.job)
+    refuse_lost_checkpoint(settings, registry, run.job)
+    partitions = resolve_shuffle_partitions(settings, run.job, run.shuffle_partitions)
+    job = replace(run.job, state_store=replace(run.job.state_store, shuffle_partitions=partitions))
+    plan = require_resume(settings, registry, job, run.action_id)
+    replay_batch_owing_a_watermark(settings, job, run.trigger)
     before = written_versions(settings, job) if plan.mode == "evolve" else {}
-    ensure_job_tables(spark, settings, registry, job)
+    ensure_job_tables(run.spark, settings, registry, job)
     if plan.mode == "evolve":
         record_evolution(settings, registry, job, plan, before, written_versions(settings, job))
-    configure_session(spark, job, partitions, trigger)
-    recorder = recorder_for(spark)
-    recorder.track(job.id, settings, str(trigger), state_memory_bytes(spark))
+    return replace(run, job=job), partitions
+
+
+def _start_query(run: QueryRun, partitions: int, written: Counter):
+    """The job's streaming query, started on its checkpoint (a new one: from the sources' starting positions)."""
+    settings, job, trigger = run.settings, run.job, run.trigger
     checkpoint = settings.layout.checkpoint(job.id)
     # no batch planned yet (Spark makes `offsets/` when a query starts): the sources' starting options apply
     new_checkpoint = checkpoints.latest_offsets_batch(checkpoint) is None
     starting = read_start_position(checkpoint) if new_checkpoint else None
-    written: Counter = Counter()  # rows out per table, over this run's batches
     if starting:
         log.info("job=%s: new checkpoint, Delta sources start at %s", job.id, starting)
     writer = (
-        build_stream(spark, settings, job, starting, available_now=trigger.available_now,
+        build_stream(run.spark, settings, job, starting, available_now=trigger.available_now,
                      skip_changes=backfilled_sources(settings, job), new_checkpoint=new_checkpoint)
         .writeStream.queryName(job.id)
         .option("checkpointLocation", str(checkpoint))
         .outputMode(job.sink.mode)
-        .foreachBatch(make_batch_writer(settings, job, written, guard=held.check))
+        .foreachBatch(make_batch_writer(settings, job, written, guard=run.held.check))
     )
     writer = writer.trigger(availableNow=True) if trigger.available_now else writer.trigger(
         processingTime=trigger.spark_interval
     )
     log.info("job=%s starting (%s, %d shuffle partitions, checkpoint %s)", job.id, trigger, partitions, checkpoint)
-    started = time.monotonic()
-    with session_confs(spark, state_encoding(job)):
-        query = writer.start()
-    status = "finished"
-    watch = None if trigger.available_now else RegistryWatch(settings, job, registry)
-    evolved = None
+    with session_confs(run.spark, state_encoding(job)):
+        return writer.start()
+
+
+def _watch(run: QueryRun, query) -> tuple[str, Registry | None]:
+    """Keep the lease while the query runs; stop it between batches on a stop request, or when a live run's registry
+    file evolves the job (that registry returned). Its status: finished, stopped or restarting."""
+    settings, job = run.settings, run.job
+    watch = None if run.trigger.available_now else RegistryWatch(settings, job, run.registry)
     while query.isActive:
-        held.renew()
+        run.held.renew()
         log_rotation.check_own_log(settings)
         try:
-            held.check()
+            run.held.check()
         except lease.LeaseLost:  # self-fencing: stopped before another process may take the lease over
             query.stop()
             raise
         request = job_requests.pending(settings, job.id)
         if request:  # this job's own request: the other jobs of a shared driver go on (`stop_requested` is the signal's)
             log.info("job=%s: stop requested (%s)", job.id, request)
-        if request or stop_requested.is_set():
+        if request or run.stop_requested.is_set():
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
-            status = "stopped"
-            break
+            return "stopped", None
         if watch is not None and (evolved := watch.evolved()) is not None:
             log.info("job=%s: the registry changes its output in place (plan evolve): its query stops between "
                      "batches and starts again with it", job.id)
             _stop_at_batch_boundary(query, settings.stop_grace_seconds, job.id)
-            status = "restarting"
-            break
+            return "restarting", evolved
         try:
             query.awaitTermination(0.5)
-        except StreamingQueryException:  # it failed: its error is read below, and reported with the run's summary
+        except StreamingQueryException:  # it failed: its error is read by the caller, and reported with the summary
             break
-    error = query.exception()
-    # The checkpoint's last committed batch: the last progress may be an idle one, which carries the next batch's id
-    last_batch = checkpoints.latest_committed_batch(checkpoint)
-    if not recorder.wait_terminated(str(query.runId)):
-        log.warning("job=%s: the progress listener did not catch up in time", job.id)
-    batches, rows_in = recorder.totals(str(query.runId))
-    schema_changed = error is not None and not held.lost and source_schema_changed(str(error), settings, job)
-    status = "restarting" if schema_changed else "failed" if error else status
-    summary = run_summary(job.id, status, batches, rows_in, written, last_batch, time.monotonic() - started)
-    write_heartbeat(settings, job.id, status=status, query_id=str(query.id), batch_id=last_batch, summary=summary)
-    if schema_changed:
-        raise SourceSchemaChanged(f"{str(error).splitlines()[0]}; {summary}")
-    if evolved is not None and error is None:
-        raise RegistryEvolved(evolved)
-    if error is not None and held.lost:  # the batch writer's guard refused to commit
-        raise lease.LeaseLost(f"job {job.id!r} stopped: {held.lost}; it committed nothing more ({summary})")
-    if error is not None:
-        hint = failure_hint(job.id, str(error))
-        if hint:
-            log.error("%s", hint)
-        down = kafka_down(settings, job)
-        if down:  # Spark's trace says only that its fetches timed out: say why, in one line
-            from include.kafka.broker import BrokerError
+    return "finished", None
 
-            raise BrokerError(f"job {job.id!r} stopped: {down} (it resumes from its checkpoint when the broker is back)"
-                              f"; {summary}")
-        raise RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
-    return RunResult(job=job.id, query_id=str(query.id), status=status, last_batch=last_batch, summary=summary)
+
+def _failure(run: QueryRun, error: str, summary: str) -> Exception:
+    """The exception a failed query's run ends with: the lease lost, the broker down, or the query's error."""
+    job = run.job
+    if run.held.lost:  # the batch writer's guard refused to commit
+        return lease.LeaseLost(f"job {job.id!r} stopped: {run.held.lost}; it committed nothing more ({summary})")
+    hint = failure_hint(job.id, error)
+    if hint:
+        log.error("%s", hint)
+    down = kafka_down(run.settings, job)
+    if down:  # Spark's trace says only that its fetches timed out: say why, in one line
+        from include.kafka.broker import BrokerError
+
+        return BrokerError(f"job {job.id!r} stopped: {down} (it resumes from its checkpoint when the broker is back)"
+                           f"; {summary}")
+    return RuntimeError(f"job {job.id!r} failed: {error}\n{summary}")
 
 
 def state_memory_bytes(spark: SparkSession) -> int | None:
