@@ -113,6 +113,14 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
     assert mode == "evolve" and "rank int -> long widened in place" in text and "delta-rs" in text  # who can't read
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="double"))
     assert mode == "evolve" and "rank int -> double widened" in text
+    floats = with_field(widened, "ratio", "float")
+    for job_id in CHAIN:  # checkpoints recorded with a float column
+        write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(build_registry(floats).job(job_id),
+                                                                          build_registry(floats)))
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="int", ratio="double"))
+    assert mode == "evolve" and "ratio float -> double widened in place" in text
+    mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="int", ratio="long"))
+    assert mode == "full-refresh" and "ratio: not a change Delta's type widening makes in place" in text
 
     def keyed_on_rank(r):
         r["sources"]["clickstream"]["schema"]["rank"] = "long"
