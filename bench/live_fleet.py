@@ -115,7 +115,7 @@ def feed(settings, registry, stop: threading.Event, rounds: list[int]) -> None:
 def run_mode(mode: str, seconds: int) -> dict:
     from include.airflow import tasks
     from include.ops.health import check_job
-    from include.ops.query_progress import PROGRESS_TABLE
+    from include.records.query_progress import PROGRESS_TABLE
     from include.registry import load_registry
     from include.storage import delta as delta_store
 

@@ -105,7 +105,7 @@ def batch_durations(settings, intervals: dict[str, int]) -> dict[str, dict]:
     """Per job, from `_ops/query_progress`: batches with input, their duration p50 / p95 / p99 (seconds), and how many
     took longer than the job's batch interval (Registry.live_interval_seconds: a job on its upstream's commits, its
     upstream's)."""
-    from include.ops.query_progress import PROGRESS_TABLE
+    from include.records.query_progress import PROGRESS_TABLE
     from include.storage import delta as delta_store
 
     rows = delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()

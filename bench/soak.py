@@ -286,7 +286,7 @@ class Soak:
                 for j, r in latest.items() if r["state_rows_total"] is not None}
 
     def progress(self, since: float) -> list[dict]:
-        from include.ops.query_progress import PROGRESS_TABLE
+        from include.records.query_progress import PROGRESS_TABLE
         from include.storage import delta as delta_store
 
         path = self.settings.layout.ops_table(PROGRESS_TABLE)

@@ -128,7 +128,7 @@ def run_mode(args: argparse.Namespace, changelog: bool | str) -> dict:
 
 
 def progress(settings) -> list[dict]:
-    from include.ops.query_progress import PROGRESS_TABLE
+    from include.records.query_progress import PROGRESS_TABLE
     from include.storage import delta as delta_store
 
     return delta_store.read_table(settings.layout.ops_table(PROGRESS_TABLE)).to_pylist()

@@ -193,7 +193,7 @@ SETTINGS: tuple[Setting, ...] = (
                     "crash is restarted once its backoff allows, not at the next 5-minute run; `0`: check only"),
     Setting("LAKEHOUSE_LOG_MAX_BYTES", "log_max_bytes", Kind.WHOLE, "20000000", minimum=1024, unit="bytes",
             meaning="a live driver's log (`_ops/logs/<job or group>.log`) is rotated above this size "
-                    "(include/ops/log_rotation.py)"),
+                    "(include/records/log_rotation.py)"),
     Setting("LAKEHOUSE_LOG_BACKUPS", "log_backups", Kind.WHOLE, "3", minimum=1,
             meaning="rotated logs kept per driver log (`.1` newest); the oldest is deleted"),
     Setting("LAKEHOUSE_PROGRESS_RETENTION_DAYS", "progress_retention_days", Kind.WHOLE, "7", minimum=1,
@@ -248,7 +248,7 @@ class Settings:
     progress_retention_days: int = 7  # _ops/query_progress rows older than this are deleted by the maintenance
     ops_history_hours: int = 24  # the maintenance keeps the _ops tables' replaced files and commits this long
     airflow_history_days: int = 30  # Airflow's runs and task logs kept this long (include/airflow/history.py)
-    lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/ops/lease.py)
+    lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/records/lease.py)
     host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
     s3: S3Config = S3Config()
     local_dir: Path | None = None  # LAKEHOUSE_LOCAL_DIR; None: the root when it is local, else <repo>/lakehouse

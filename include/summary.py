@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from include.ops.query_progress import PROGRESS_TABLE
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import Registry
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from include import checkpoints
-from include.ops import batch_ledger
+from include.records import batch_ledger
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
 from include.spark_session import session_confs
@@ -36,7 +36,7 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None = None,
                       guard: Callable[[], None] | None = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of `job`; adds the rows each batch writes per table to `written`. `guard` (the job's
-    lease check, :meth:`include.ops.lease.Lease.check`) raises when this process may no longer commit: it is called
+    lease check, :meth:`include.records.lease.Lease.check`) raises when this process may no longer commit: it is called
     before each table's commit and once the batch is written, before Spark commits the batch in its checkpoint."""
     checkpoint = settings.layout.checkpoint(job.id)
     sink = job.sink
@@ -96,7 +96,7 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
     if committed is not None and committed >= batch_id:
         return
     from include.checkpoints.kafka_offsets import batch_offsets, skipped_offsets
-    from include.ops.alerts import record_alert
+    from include.records.alerts import record_alert
 
     checkpoint = settings.layout.checkpoint(job.id)
     first_read = {(r[0], r[1]): r[2] for r in batch.groupBy("_kafka_topic", "_kafka_partition")

@@ -13,7 +13,7 @@ import threading
 from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import PlanRequired, plan_job
 from include.checkpoints.validate import check_job_files
-from include.ops import lease
+from include.records import lease
 from include.settings import Settings
 
 log = logging.getLogger("lakehouse")

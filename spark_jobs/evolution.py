@@ -27,7 +27,7 @@ from include.checkpoints.plan import (
     widened_columns,
     write_fingerprint,
 )
-from include.ops import checkpoint_audit
+from include.records import checkpoint_audit
 from include.registry import JobSpec, Registry, RegistryError, load_registry
 from include.settings import Settings
 

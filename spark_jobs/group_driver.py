@@ -4,7 +4,7 @@ progress records, summary line and stop request, as when it runs alone.
 
 The driver holds the group's lease (one driver per group). A job that fails or is refused ends alone: its siblings
 go on, and the supervisor (`lakehouse_live`) decides about it as about a job running alone; restarting it is a
-start request (include/ops/job_requests.py) that this driver picks up, without a new JVM. One failure is the
+start request (include/records/job_requests.py) that this driver picks up, without a new JVM. One failure is the
 machine's, not the job's, and this driver restarts that query itself, with backoff: Spark's Python worker not
 starting within Spark's fixed 10 s (a transformWithState query's first batch starts one) while the group's queries
 start together on a busy machine. A job stopped by request stays stopped. The driver ends when none of its jobs
@@ -20,10 +20,11 @@ import threading
 import time
 
 from include.checkpoints import latest_committed_batch
-from include.ops import groups, job_requests, lease, run_outcomes
-from include.ops.bookkeeping import read_state
-from include.ops.heartbeats import read_heartbeat
+from include.ops import groups
 from include.ops.launch import ExitCode, classify_failure
+from include.records import job_requests, lease, run_outcomes
+from include.records.bookkeeping import read_state
+from include.records.heartbeats import read_heartbeat
 from include.registry import Registry, StatefulProcess, Trigger, load_registry
 from include.settings import Settings
 from spark_jobs.driver import SharedDriver, preflight

@@ -15,8 +15,8 @@ import sys
 
 from include import arguments
 from include.logging_setup import configure_logging
-from include.ops import run_outcomes
 from include.ops.launch import ExitCode, classify_failure, report_failure
+from include.records import run_outcomes
 from include.registry import load_registry
 from include.settings import Settings, load_settings
 from include.storage.paths import storage_path

@@ -16,8 +16,8 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from include.ops.heartbeats import read_heartbeat, write_heartbeat
-from include.ops.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
+from include.records.heartbeats import read_heartbeat, write_heartbeat
+from include.records.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE, progress_row
 from include.settings import Settings
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks

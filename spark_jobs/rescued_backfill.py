@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from include.ops import checkpoint_audit, lease
+from include.records import checkpoint_audit, lease
 from include.registry import RESCUED_COLUMN, JobSpec, Registry
 from include.registry.specs import Deduplicate, ParseJson
 from include.settings import Settings

@@ -25,8 +25,8 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.validate import check_job_files
-from include.ops import batch_ledger, job_requests, lease, log_rotation
-from include.ops.heartbeats import write_heartbeat
+from include.records import batch_ledger, job_requests, lease, log_rotation
+from include.records.heartbeats import write_heartbeat
 from include.registry import (
     PROCESSORS,
     JobSpec,

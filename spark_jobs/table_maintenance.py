@@ -17,8 +17,8 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from include.ops import lease, maintenance_log
 from include.ops.ops_maintenance import maintain_ops_tables
+from include.records import lease, maintenance_log
 from include.registry import Registry
 from include.registry.vocabulary import AUTO_COMPACT
 from include.settings import Settings

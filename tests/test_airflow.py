@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from include.generator import DEFAULT_START
-from include.ops import lease
 from include.quality.suites import quality_tables
+from include.records import lease
 from include.registry import Trigger
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
@@ -257,7 +257,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from include import checkpoints
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
 
     generate(settings, events=600, seed=55, files=2)
     for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):

@@ -307,7 +307,7 @@ def approval_of_a_full_refresh(driver, base: str, settings) -> None:
 
     from airflow.utils.state import DagRunState
 
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
     from include.storage import delta as delta_store
 
     gold = settings.layout.table("gold/user_activity_5m")

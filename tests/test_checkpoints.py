@@ -13,7 +13,7 @@ from include import checkpoints
 from include.checkpoints.modes import RollbackRefused
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.checkpoints.request import CheckpointRequest
-from include.ops import batch_ledger, checkpoint_audit, lease
+from include.records import batch_ledger, checkpoint_audit, lease
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.checkpoint_actions import ActionRefused, apply, verify

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from include import checkpoints
-from include.ops import lease, run_outcomes
-from include.ops.heartbeats import read_heartbeat
+from include.records import lease, run_outcomes
+from include.records.heartbeats import read_heartbeat
 from include.settings import load_settings
 from include.storage import delta as delta_store
 from tests.support.helpers import LAKEHOUSE, REPO, generate, run_cli, signal_group_when
@@ -138,7 +138,7 @@ def test_spark_submit_runs_the_same_job_and_several_in_one_driver(settings, lake
 @pytest.mark.slow
 def test_a_stop_request_stops_only_its_job_in_a_shared_driver(settings, small_batch_registry, lakehouse_env, tmp_path):
     """`lakehouse stop <job>` during a several-job run stops that job at a batch boundary; the jobs after it run."""
-    from include.ops.job_requests import request_stop
+    from include.records.job_requests import request_stop
     from tests.support.helpers import wait_for
     from tests.support.kill_hooks import pause_env
 

@@ -291,7 +291,7 @@ def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(clu
     import yaml
 
     from include import checkpoints
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
 
     assert cluster.drops, "runs after the backfill above"
     raw = yaml.safe_load(cluster.settings.registry_path.read_text())

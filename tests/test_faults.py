@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from include.ops import lease
-from include.ops.heartbeats import read_heartbeat
 from include.ops.launch import ExitCode, job_environment, spark_submit_command
+from include.records import lease
+from include.records.heartbeats import read_heartbeat
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize

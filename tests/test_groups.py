@@ -16,9 +16,10 @@ import yaml
 from include import checkpoints
 from include.airflow import tasks
 from include.jvm_archive import driver_java_options
-from include.ops import lease, processes, supervisor
-from include.ops.heartbeats import read_heartbeat
-from include.ops.query_progress import PROGRESS_TABLE
+from include.ops import processes, supervisor
+from include.records import lease
+from include.records.heartbeats import read_heartbeat
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import RegistryError, build_registry
 from include.registry.specs import JIT_OPTIONS
 from include.settings import load_settings

@@ -330,7 +330,7 @@ def test_a_live_job_waits_for_its_broker_and_resumes_where_its_checkpoint_says(r
         assert supervise_job(own, registry, "bronze_payments") == "started"
         wait_for(lambda: messages_read(own) == len(topic_offsets(bootstrap, topic)), 180,
                  "the live job to read the topic", interval=1)
-        from include.ops import lease
+        from include.records import lease
 
         broker.down(own)  # under the running query: it fails after 3 tries of the (test's 5 s) Kafka timeout
         wait_for(lambda: not lease.is_held(own, "bronze_payments"), 120, "the job to end without its broker")
@@ -417,7 +417,7 @@ def test_reset_checkpoint_of_a_kafka_job_from_a_time_and_from_latest(spark, sett
     from airflow.utils.state import DagRunState
 
     from include.checkpoints.request import CheckpointRequest
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
     from spark_jobs.checkpoint_actions import apply
     from tests.support.airflow_dags import dagbag
 

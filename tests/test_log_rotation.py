@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from include.ops import log_rotation
-from include.ops.log_rotation import backup, check_own_log, rotate
+from include.records import log_rotation
+from include.records.log_rotation import backup, check_own_log, rotate
 
 
 def test_rotation_keeps_the_newest_and_a_bounded_number_of_backups(tmp_path):

@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 
 from include import checkpoints
 from include.generator import DEFAULT_START
-from include.ops import lease
-from include.ops.maintenance_log import MAINTENANCE_TABLE
+from include.records import lease
+from include.records.maintenance_log import MAINTENANCE_TABLE
 from include.registry import Trigger, build_registry
 from include.registry.vocabulary import AUTO_COMPACT, LOG_RETENTION
 from include.spark_session import CHECKPOINT_INTERVAL, session_confs

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from include.ops.alerts import ALERTS_TABLE
-from include.ops.maintenance_log import MAINTENANCE_TABLE
 from include.ops.ops_maintenance import maintain_ops_tables
-from include.ops.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE
+from include.records.alerts import ALERTS_TABLE
+from include.records.maintenance_log import MAINTENANCE_TABLE
+from include.records.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE
 from include.storage import delta as delta_store
 
 

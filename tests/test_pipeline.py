@@ -10,8 +10,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from include.ops.heartbeats import read_heartbeat
-from include.ops.query_progress import PROGRESS_TABLE
+from include.records.heartbeats import read_heartbeat
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from include.summary import summarize

@@ -8,7 +8,7 @@ import math
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
-from include.ops.query_progress import progress_row
+from include.records.query_progress import progress_row
 from spark_jobs.progress_listener import add_listener, progress_event
 from tests.support.helpers import wait_for
 

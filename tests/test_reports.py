@@ -97,7 +97,7 @@ def test_health_of_a_lakehouse_where_nothing_ran_says_not_run_yet(settings, lake
 def test_an_operational_table_gains_the_columns_the_project_added(tmp_path):
     """`_ops` tables made by an older version (no `trigger` in query_progress) take the new rows; old rows read
     null there. Any other difference is still refused."""
-    from include.ops.query_progress import PROGRESS_SCHEMA
+    from include.records.query_progress import PROGRESS_SCHEMA
     from include.storage import delta as delta_store
 
     path = tmp_path / "query_progress"

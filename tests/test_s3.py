@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from include.ops import lease
+from include.records import lease
 from include.registry import Trigger
 from include.settings import load_settings
 from include.storage import delta as delta_store
@@ -359,7 +359,7 @@ def test_maintenance_beside_a_live_group_on_s3_compacts_and_loses_nothing(s3_ser
     """`lakehouse maintain` (OPTIMIZE, VACUUM) of bronze, silver and gold run twice while a live bronze -> silver ->
     gold group on S3 appends to the same tables, with new events landing: the compactions commit beside the
     writers' micro-batches, the writers go on, and the windows equal the oracle."""
-    from include.ops.maintenance_log import MAINTENANCE_TABLE
+    from include.records.maintenance_log import MAINTENANCE_TABLE
     from tests.support.groups import GROUP, MEMBERS, drop_after, group_registry
 
     settings, env = s3_lakehouse(tmp_path, "live-maintenance")

@@ -17,9 +17,9 @@ import yaml
 
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.generator import DEFAULT_START
-from include.ops import checkpoint_audit
-from include.ops.heartbeats import read_heartbeat
 from include.quality import run_quality
+from include.records import checkpoint_audit
+from include.records.heartbeats import read_heartbeat
 from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.rescued_backfill import backfill
@@ -563,7 +563,8 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     import os
 
     from include.generator import GeneratorConfig, write_landing
-    from include.ops import lease, processes
+    from include.ops import processes
+    from include.records import lease
     from tests.support.groups import MEMBERS, drivers_launched_here, drop_after, group_registry, holders
     from tests.support.helpers import landed, wait_for
 

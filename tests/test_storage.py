@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from include.ops import lease
+from include.records import lease
 from include.storage.paths import MOVED_MARKER, S3Path, VersionMismatch, as_storage
 from tests.support.helpers import run_cli
 

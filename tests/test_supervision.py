@@ -15,11 +15,12 @@ import pytest
 import yaml
 
 from include import checkpoints
-from include.ops import bookkeeping, lease, processes, supervisor
 from include.ops import health as job_health
-from include.ops.heartbeats import read_heartbeat, write_heartbeat
+from include.ops import processes, supervisor
 from include.ops.launch import ExitCode
-from include.ops.query_progress import PROGRESS_SCHEMA
+from include.records import bookkeeping, lease
+from include.records.heartbeats import read_heartbeat, write_heartbeat
+from include.records.query_progress import PROGRESS_SCHEMA
 from include.registry import build_registry
 from include.settings import load_settings
 from include.storage import delta as delta_store
@@ -232,7 +233,7 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
 def test_a_run_discards_only_the_stop_requests_made_before_it_started(settings):
     """A request left by a run that ended without reading it is discarded by the next run; one made since the run
     began (a stop right after a start, before its query exists) is kept for it."""
-    from include.ops import job_requests
+    from include.records import job_requests
 
     began = datetime.now(UTC)
     assert job_requests.discard_older(settings, JOB, began) is None  # none to discard

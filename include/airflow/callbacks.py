@@ -23,7 +23,7 @@ class RequestRefused(SystemExit):
 def record_failure(context) -> None:
     """on_failure_callback: one row in `_ops/alerts` naming the job, the run and the reason (not for a refused
     request: nothing broke)."""
-    from include.ops.alerts import record_alert
+    from include.records.alerts import record_alert
 
     if isinstance(context.get("exception"), RequestRefused):
         return

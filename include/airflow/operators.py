@@ -31,7 +31,7 @@ def shared_outcomes(settings: Settings, ti):
 def stop_then_kill(operator: SparkSubmitOperator, settings: Settings, job_ids: list[str]) -> None:
     """A task kill (the UI, a timeout): ask the jobs to stop at their next batch boundary and wait up to the stop
     grace for the driver to exit 0; only then does the hook kill (SIGKILL) what is left."""
-    from include.ops import job_requests
+    from include.records import job_requests
 
     process = getattr(operator._hook, "_submit_sp", None) if getattr(operator, "_hook", None) else None
     if process is not None and process.poll() is None:
@@ -49,7 +49,7 @@ class SharedDriverOperator(SparkSubmitOperator):
     """`run_jobs`: spark-submit of the run's selected jobs in one Spark application, one after another in dependency
     order (`run_job.py <job>... --outcomes DIR`): one driver start for the backfill instead of one per job.
 
-    Each job's own task then reads how its job ended (`include.ops.run_outcomes`) and starts no driver when it ran.
+    Each job's own task then reads how its job ended (`include.records.run_outcomes`) and starts no driver when it ran.
     This task is only the fast path: whatever it did not finish (a job that failed or was refused, or the whole
     driver lost) its job's own task runs in a driver of its own, and fails or succeeds for it; so this task fails
     only when it cannot start at all. Jobs whose checkpoint lease another process holds (a live job, or this task's
@@ -66,7 +66,7 @@ class SharedDriverOperator(SparkSubmitOperator):
     def execute(self, context):
         from airflow.sdk.exceptions import AirflowException
 
-        from include.ops import lease, run_outcomes
+        from include.records import lease, run_outcomes
         from include.registry import load_registry
 
         selected = (context.get("params") or {}).get("jobs") or self.job_ids
@@ -124,7 +124,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context):
         from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-        from include.ops import lease, run_outcomes
+        from include.records import lease, run_outcomes
 
         ti = context["ti"]
         outcome = run_outcomes.read(shared_outcomes(self.lakehouse_settings, ti), self.job_id)
@@ -152,7 +152,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
     def _log_run_summary(self, since: datetime) -> None:
         """End the task's log with the job's summary line (batches, rows in and out per table, duration)."""
-        from include.ops.heartbeats import read_heartbeat
+        from include.records.heartbeats import read_heartbeat
 
         beat = read_heartbeat(self.lakehouse_settings, self.job_id) or {}
         if beat.get("summary") and datetime.fromisoformat(beat["updated_at"]) >= since:
@@ -163,7 +163,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         super().on_kill()
 
     def _running_elsewhere(self) -> str:
-        from include.ops import lease
+        from include.records import lease
 
         owner = lease.read_lease(self.lakehouse_settings, self.job_id)
         if owner and owner.get("action"):

@@ -31,8 +31,8 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
     job gave up, is blocked or breached its state health."""
     from include.ops import processes
     from include.ops.admission import CapacityFull
-    from include.ops.lease import LeaseHeld
     from include.ops.supervisor import supervise_job
+    from include.records.lease import LeaseHeld
 
     settings, registry = load()
     params = params or {}
@@ -73,9 +73,9 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
     scheduled run. A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
     import time
 
-    from include.ops import lease
-    from include.ops.bookkeeping import read_state
     from include.ops.supervisor import supervise_job
+    from include.records import lease
+    from include.records.bookkeeping import read_state
 
     members = registry.live_units()[unit]
     deadline = time.monotonic() + seconds
@@ -164,7 +164,7 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
 
 
 def _record_refusal(settings, actor: str, params: dict, reason: str) -> None:
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
 
     rows = [checkpoint_audit.unapplied_row(actor, job, str(params.get("mode") or ""), bool(params.get("dry_run")),
                                            "refused", reason) for job in (params.get("jobs") or ["-"])]
@@ -173,7 +173,8 @@ def _record_refusal(settings, actor: str, params: dict, reason: str) -> None:
 
 def stop_live_jobs(planned: dict) -> list[str]:
     """Stop (at a batch boundary) the target jobs that run now; the ones stopped are restarted at the end."""
-    from include.ops import lease, processes
+    from include.ops import processes
+    from include.records import lease
 
     if planned["dry_run"]:
         return []
@@ -202,7 +203,7 @@ def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str], run_id: 
     """The run's `_ops/checkpoint_audit` rows; a run that applied nothing (rejected, or a task failed before
     the action) gets one row per job saying so. Fails when a task of the run failed, except the plan task's
     refusal of the request (its one line and its audit row say why)."""
-    from include.ops import checkpoint_audit
+    from include.records import checkpoint_audit
 
     settings, _ = load()
     actor = f"dag:checkpoint_reset/{run_id}"

@@ -14,12 +14,12 @@ import logging
 from dataclasses import dataclass
 
 from include.catalog.metastore import answers
-from include.ops.alerts import ALERTS_TABLE
-from include.ops.batch_ledger import LEDGER_TABLE
-from include.ops.checkpoint_audit import AUDIT_TABLE
-from include.ops.maintenance_log import MAINTENANCE_TABLE
-from include.ops.query_progress import PROGRESS_TABLE
 from include.quality.results import RESULTS_TABLE
+from include.records.alerts import ALERTS_TABLE
+from include.records.batch_ledger import LEDGER_TABLE
+from include.records.checkpoint_audit import AUDIT_TABLE
+from include.records.maintenance_log import MAINTENANCE_TABLE
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import Registry
 from include.settings import Settings
 from include.storage.paths import StoragePath

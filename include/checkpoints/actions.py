@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from include.checkpoints.request import CheckpointRequest
-from include.ops import lease
+from include.records import lease
 from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage.paths import StoragePath

@@ -34,7 +34,7 @@ from include.checkpoints.actions import (
 from include.checkpoints.ownership import own_rows_condition
 from include.checkpoints.plan import AFTER_VERSIONS, downstream_jobs
 from include.checkpoints.validate import CheckpointDamaged, check_state_version
-from include.ops import batch_ledger
+from include.records import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage.paths import StoragePath

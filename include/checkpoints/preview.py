@@ -14,7 +14,7 @@ from include.checkpoints.actions import ActionContext, ActionRefused, Prepared
 from include.checkpoints.modes import RULES
 from include.checkpoints.plan import Plan, downstream_jobs, plan_job
 from include.checkpoints.request import CheckpointRequest
-from include.ops import lease
+from include.records import lease
 from include.registry import Registry
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -40,8 +40,8 @@ def _stop_arguments(stop: argparse.ArgumentParser) -> None:
 
 @command("stop", "ask a running job (or --all) to stop at its next batch boundary", _stop_arguments)
 def stop(settings: Settings, args: argparse.Namespace) -> int:
-    from include.ops import lease
     from include.ops.processes import stop_job, stop_jobs
+    from include.records import lease
 
     registry = load_registry(settings.registry_path)
     if bool(args.all) == bool(args.job):

@@ -12,7 +12,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from include.ops import groups, lease
+from include.ops import groups
+from include.records import lease
 from include.registry import Registry, Trigger
 from include.settings import Settings
 

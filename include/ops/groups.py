@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from include.ops import lease
+from include.records import lease
 from include.settings import Settings
 from include.storage.paths import StoragePath
 
@@ -22,5 +22,5 @@ def running(settings: Settings, group: str) -> bool:
 
 
 def outcomes(settings: Settings, group: str) -> StoragePath:
-    """Where the group's driver records how each of its jobs ended (include/ops/run_outcomes.py)."""
+    """Where the group's driver records how each of its jobs ended (include/records/run_outcomes.py)."""
     return settings.layout.run_outcomes(f"group-{group}")

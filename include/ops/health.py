@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 from include import checkpoints
 from include.checkpoints.state_files import operator_partitions
-from include.ops import lease
-from include.ops.heartbeats import read_heartbeat
-from include.ops.query_progress import PROGRESS_TABLE
+from include.records import lease
+from include.records.heartbeats import read_heartbeat
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from include.ops.health import STATE_HEALTH, check_job
-from include.ops.query_progress import PROGRESS_TABLE
+from include.records.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -109,7 +109,7 @@ def submit_command(kwargs: dict) -> list[str]:
 def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
     """The exit code and the one line of a failure a user can fix; None for anything else."""
     from include.kafka.broker import BrokerError
-    from include.ops.lease import LeaseHeld, LeaseLost
+    from include.records.lease import LeaseHeld, LeaseLost
     from include.registry import RegistryError
     from include.spark_session import JavaError
 

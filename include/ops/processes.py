@@ -16,8 +16,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.ops import admission, groups, job_requests, lease, log_rotation, run_outcomes
-from include.ops.bookkeeping import read_state, update_state
+from include.ops import admission, groups
 from include.ops.launch import (
     ExitCode,
     group_submit_kwargs,
@@ -25,6 +24,8 @@ from include.ops.launch import (
     job_submit_kwargs,
     submit_command,
 )
+from include.records import job_requests, lease, log_rotation, run_outcomes
+from include.records.bookkeeping import read_state, update_state
 from include.registry import Registry, ResourcesSpec
 from include.settings import REPO_ROOT, Settings
 

@@ -2,7 +2,7 @@
 
 :func:`supervise_job` checks a job (:mod:`include.ops.health`) and acts per its `supervision` policy
 (start, restart with backoff, alert, give up), keeping its bookkeeping in
-:mod:`include.ops.bookkeeping`. Every action other than "healthy" is also a row in `_ops/alerts`.
+:mod:`include.records.bookkeeping`. Every action other than "healthy" is also a row in `_ops/alerts`.
 
 The one-writer guarantee is the lease the job process takes itself: this module only avoids
 pointless starts and reports a refused one as "refused".
@@ -15,12 +15,12 @@ import time
 
 from include.checkpoints.plan import PENDING, plan_job
 from include.kafka.connection import unreachable_broker
-from include.ops import lease
 from include.ops.admission import CapacityFull
-from include.ops.alerts import record_alert
-from include.ops.bookkeeping import read_state, update_state
 from include.ops.health import STATE_HEALTH, check_job
 from include.ops.processes import end_stalled, start_job
+from include.records import lease
+from include.records.alerts import record_alert
+from include.records.bookkeeping import read_state, update_state
 from include.registry import Registry
 from include.settings import Settings
 

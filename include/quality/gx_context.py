@@ -63,7 +63,7 @@ def _exclusive(settings: Settings, project: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
         return
-    from include.ops import lease
+    from include.records import lease
 
     deadline = time.monotonic() + QUALITY_LOCK_WAIT_SECONDS
     while True:

@@ -79,7 +79,7 @@ class Layout:
         return self.root / "_ops" / "heartbeats" / f"{job_id}.json"
 
     def job_request(self, kind: str, job_id: str) -> StoragePath:
-        """A `stop` or `start` request for the job (include/ops/job_requests.py)."""
+        """A `stop` or `start` request for the job (include/records/job_requests.py)."""
         return self.root / "_ops" / f"{kind}_requests" / f"{job_id}.json"
 
     def group_lease(self, group: str) -> StoragePath:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from include.checkpoints import journal as journals
 from include.checkpoints.request import MODES, CheckpointRequest, add_arguments, from_args
-from include.ops import checkpoint_audit, lease
+from include.records import checkpoint_audit, lease
 from include.registry import Registry
 from include.settings import Settings
 from spark_jobs import batch_hooks

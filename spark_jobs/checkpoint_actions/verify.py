@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from include.checkpoints.plan import STARTABLE
 from include.checkpoints.request import verify_request
-from include.ops import checkpoint_audit
+from include.records import checkpoint_audit
 from include.registry import Registry, Trigger
 from include.settings import Settings
 from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, audit_row, job_state

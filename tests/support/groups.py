@@ -12,7 +12,8 @@ from datetime import timedelta
 import yaml
 
 from include.generator import DEFAULT_START
-from include.ops import lease, processes
+from include.ops import processes
+from include.records import lease
 from include.registry import build_registry
 from include.settings import load_settings
 
