@@ -106,13 +106,13 @@ test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
 # Airflow standalone (SQLite, LocalExecutor) with this project's DAGs and connections.
-airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) docs
 	$(VENV)/bin/lakehouse airflow-setup
 	$(VENV)/bin/lakehouse airflow-history
 	$(VENV)/bin/lakehouse airflow standalone
 
 # The production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone cluster, Kafka.
-cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP)
+cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP) docs
 	$(VENV)/bin/lakehouse cluster up
 
 lint: $(STAMP)

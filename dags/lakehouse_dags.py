@@ -20,7 +20,7 @@ from airflow.sdk import DAG, AssetAny, CronTriggerTimetable, Param, task
 from include.airflow import load
 from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
-from include.airflow.docs import QUALITY_DOC, job_doc
+from include.airflow.docs import QUALITY_DOC, docs_link, job_doc, with_docs
 from include.airflow.operators import (
     CatalogSqlOperator,
     CheckpointOperator,
@@ -95,7 +95,7 @@ with DAG(
     max_active_runs=1,
     default_args=default_args(SETTINGS),
     tags=["lakehouse", "backfill", "spark"],
-    doc_md=BACKFILL_DOC,
+    doc_md=with_docs(BACKFILL_DOC, "operations/airflow.md", "The DAGs and the Airflow UI"),
     params={
         "jobs": Param(
             None,
@@ -193,7 +193,7 @@ with DAG(
     max_active_runs=1,
     default_args={**default_args(SETTINGS), "retries": 0},
     tags=["lakehouse", "live", "spark", "supervision"],
-    doc_md=LIVE_DOC,
+    doc_md=with_docs(LIVE_DOC, "operations/live-supervision.md", "Live supervision"),
     params={
         "stop": Param(None, type=["null", "array"], items={"type": "string", "enum": LIVE_JOBS}, examples=LIVE_JOBS,
                       description="Jobs to stop at their next batch boundary (they stay stopped); leave empty to "
@@ -261,7 +261,7 @@ with DAG(
     max_active_runs=1,
     default_args=default_args(SETTINGS),
     tags=["lakehouse", "quality", "great_expectations"],
-    doc_md=QUALITY_DAG_DOC,
+    doc_md=with_docs(QUALITY_DAG_DOC, "operations/data-quality.md", "Data quality"),
     params={"full": Param(False, type="boolean", description="Validate every row, not only new versions.")},
 ) as data_quality:
     for table in QUALITY_TABLES:
@@ -297,7 +297,7 @@ with DAG(
     max_active_runs=1,
     default_args=default_args(SETTINGS),
     tags=["lakehouse", "maintenance", "delta"],
-    doc_md=MAINTENANCE_DOC,
+    doc_md=with_docs(MAINTENANCE_DOC, "operations/maintenance.md", "Maintenance"),
     params={"tables": Param(None, type=["null", "array"], items={"type": "string", "enum": TABLES}, examples=TABLES,
                             description="Tables to maintain; leave empty to maintain every table.")},
 ) as maintenance:
@@ -312,11 +312,12 @@ def mode_section(mode: str) -> str:
     return f"Only for {mode}: {MODES[mode].help}"
 
 
+APPROVAL_DOCS = docs_link("concepts/checkpoints.md", "Checkpoints and plans") + " (what each mode destroys, and its undo)"
 CHECKPOINT_DOC = """
 # checkpoint_reset
 
-Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see *Checkpoints and plans* in the
-docs, `docs/concepts/checkpoints.md`; `lakehouse checkpoint plan` says which one a registry change needs):
+Manual checkpoint actions, the same as `lakehouse checkpoint <mode>` (see *Checkpoints and plans*, linked
+below; `lakehouse checkpoint plan` says which one a registry change needs):
 
 - **repartition**: move a job's state to the registry's `state_store.shuffle_partitions` (the only source of
   the count); nothing is reprocessed.
@@ -346,7 +347,7 @@ with DAG(
     max_active_runs=1,
     default_args={**default_args(SETTINGS), "retries": 0},
     tags=["lakehouse", "checkpoint", "operations"],
-    doc_md=CHECKPOINT_DOC,
+    doc_md=with_docs(CHECKPOINT_DOC, "concepts/checkpoints.md", "Checkpoints and plans"),
     params={
         "jobs": Param(None, type=["null", "array"], examples=list(REGISTRY.order), section=CHECKPOINT_FORM,
                       items={"type": "string", "enum": list(REGISTRY.order)},
@@ -384,7 +385,7 @@ with DAG(
     approve = ApprovalOperator(
         task_id="approve",
         subject="Checkpoint {{ params.mode }} of {{ params.jobs | join(', ') }}: destroys state",
-        body="{{ ti.xcom_pull(task_ids='plan')['markdown'] }}",
+        body="{{ ti.xcom_pull(task_ids='plan')['markdown'] }}\n\nWhat is this? " + APPROVAL_DOCS,
         defaults="Reject",  # the safe answer is the one the form proposes
         doc_md="Approve to apply; reject (the default) to change nothing (the run records the rejection). The text "
                "is the plan: per job what is moved aside, emptied, rebuilt or rewound, its tables' rows and versions "

@@ -418,6 +418,39 @@ def test_data_docs_plugin_serves_the_report_behind_login_and_offline(settings, l
     assert "lakehouse_data_docs" in listed.stdout
 
 
+def test_the_documentation_is_served_behind_login_and_the_dags_link_into_it(airflow_db):
+    """`make docs`' site under /lakehouse-docs/ (the plugin, as the API server mounts it), behind Airflow's login,
+    nothing outside it; every DAG's doc and the approval text link to pages the site has."""
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    from include.airflow.docs import DOCS_SITE, DOCS_URL_PREFIX
+
+    built = subprocess.run(["make", "-s", "-o", f"{sys.prefix}/.installed", "docs", f"VENV={sys.prefix}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr[-3000:]
+    client = TestClient(create_app("core"))
+    assert client.get(f"{DOCS_URL_PREFIX}/index.html").status_code == 401
+    client.cookies.set("_token", get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin")))
+    page = client.get(f"{DOCS_URL_PREFIX}/concepts/checkpoints.html")
+    assert page.status_code == 200 and "Checkpoints" in page.text
+    for outside in ("%2e%2e/README.md", "%2e%2e/%2e%2e/etc/passwd", "/etc/passwd"):
+        assert client.get(f"{DOCS_URL_PREFIX}/{outside}").status_code == 404, outside
+
+    linked = {}
+    for dag in dagbag().dags.values():
+        texts = [dag.doc_md or "", *(getattr(t, "body", "") or "" for t in dag.tasks)]
+        linked[dag.dag_id] = [m for text in texts for m in re.findall(rf"\]\({DOCS_URL_PREFIX}/([^)#]+)", text)]
+    assert all(linked.values()), linked  # every DAG links to its page
+    approve = dagbag().dags["checkpoint_reset"].get_task("approve")  # the approval page's "what is this" link
+    assert f"What is this? [Checkpoints and plans]({DOCS_URL_PREFIX}/concepts/checkpoints.html)" in approve.body
+    for dag_id, pages in linked.items():
+        for name in pages:
+            assert (DOCS_SITE / name).is_file(), f"{dag_id} links to {name}, which the site does not have"
+            assert client.get(f"{DOCS_URL_PREFIX}/{name}").status_code == 200
+
+
 @pytest.mark.s3
 def test_data_docs_plugin_serves_the_report_from_an_s3_root_behind_login(s3_settings, airflow_db, monkeypatch):
     """The same plugin on a lakehouse on S3: the report and the health report read from the bucket, per request,

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from include.ops.launch import SPARK_CONN_ID
 from include.registry import JobSpec, Registry
-from include.settings import Settings
+from include.settings import REPO_ROOT, Settings
 
 DATA_DOCS_URL_PREFIX = "/lakehouse-data-docs"  # where the plugin serves LAKEHOUSE_ROOT/_reports/data_docs/
 HEALTH_URL_PREFIX = "/lakehouse-health"  # where it serves LAKEHOUSE_ROOT/_reports/health/
+DOCS_URL_PREFIX = "/lakehouse-docs"  # where it serves the documentation site `make docs` builds
+DOCS_SITE = REPO_ROOT / "site"  # `make docs`' default DOCS_DIR (mkdocs.yml's site_dir)
+
+
+def docs_link(page: str, title: str) -> str:
+    """A Markdown link to a page of the documentation as the Airflow API server serves it (`docs/<page>.md`, an
+    optional `#anchor`), for the DAGs' and tasks' docs."""
+    name, _, anchor = page.partition("#")
+    return f"[{title}]({DOCS_URL_PREFIX}/{name.removesuffix('.md')}.html{'#' + anchor if anchor else ''})"
+
+
+def with_docs(doc: str, page: str, title: str) -> str:
+    """A DAG's or task's Markdown doc ending with a link to its page of the documentation."""
+    return f"{doc.rstrip()}\n\n**Documentation**: {docs_link(page, title)} (also under Browse → Lakehouse documentation)\n"
 
 
 def data_docs_path(page: str = "index.html") -> str:

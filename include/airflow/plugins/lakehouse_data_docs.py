@@ -9,6 +9,9 @@
   offline copies (include/airflow/data_docs_assets.py), so the report renders in a closed network.
 - `/lakehouse-health/` serves the pipeline-health report (LAKEHOUSE_ROOT/_reports/health/) the same way, opened
   by the "Pipeline health report" entry beside it.
+- `/lakehouse-docs/` serves the project's documentation site (`make docs` builds it into `site/`; `make airflow`
+  does) the same way: the DAGs' docs and the approval text link into it, and a "Lakehouse documentation" entry under
+  Browse opens it.
 - A "Data quality reports" entry under Browse opens it (at its own address, not embedded). A validation page made
   by an Airflow task gets a bar at its top linking back to that task (from the stored validation result). The quality tasks' "Data quality report" link
   (include.airflow.operators.QualityReportLink) opens their run's result under the same path.
@@ -28,10 +31,16 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, Response
 
 from include.airflow import data_docs_assets
-from include.airflow.docs import DATA_DOCS_URL_PREFIX, HEALTH_URL_PREFIX, data_docs_path
+from include.airflow.docs import (
+    DATA_DOCS_URL_PREFIX,
+    DOCS_SITE,
+    DOCS_URL_PREFIX,
+    HEALTH_URL_PREFIX,
+    data_docs_path,
+)
 from include.quality.gx_context import AIRFLOW_TASK_META
 from include.settings import load_settings
-from include.storage.paths import StoragePath
+from include.storage.paths import LocalPath, StoragePath
 
 URL_PREFIX = DATA_DOCS_URL_PREFIX
 INDEX = data_docs_path("index.html")
@@ -102,6 +111,21 @@ def health_report_app() -> FastAPI:
     return app
 
 
+def docs_site_app() -> FastAPI:
+    """The documentation site `make docs` builds (docs/, mkdocs.yml), behind Airflow's login."""
+    app = FastAPI(title="Lakehouse documentation", dependencies=[Depends(get_user)])
+
+    @app.get("/{requested:path}")
+    def serve(requested: str) -> Response:
+        path = safe_file(LocalPath(DOCS_SITE), requested)
+        if path is None:
+            raise HTTPException(status_code=404, detail="not found (the documentation is built by `make docs`, and by "
+                                                        "`make airflow` before it starts Airflow)")
+        return file_response(path)
+
+    return app
+
+
 def data_docs_app() -> FastAPI:
     app = FastAPI(title="Lakehouse Data Docs", dependencies=[Depends(get_user)])  # Airflow's login, every route
 
@@ -126,11 +150,14 @@ def data_docs_app() -> FastAPI:
 class LakehouseDataDocsPlugin(AirflowPlugin):
     name = "lakehouse_data_docs"
     fastapi_apps = [{"app": data_docs_app(), "url_prefix": URL_PREFIX, "name": "Lakehouse Data Docs"},
-                    {"app": health_report_app(), "url_prefix": HEALTH_URL_PREFIX, "name": "Lakehouse pipeline health"}]
+                    {"app": health_report_app(), "url_prefix": HEALTH_URL_PREFIX, "name": "Lakehouse pipeline health"},
+                    {"app": docs_site_app(), "url_prefix": DOCS_URL_PREFIX, "name": "Lakehouse documentation"}]
     # No `url_route`: with one, the UI embeds the page and shows `/plugin/<route>` + the page's own path in the
     # address bar (`/plugin/lakehouse-data-docs/lakehouse-data-docs/index.html`); the reports open as themselves.
     external_views = [
         {"name": "Data quality reports", "href": INDEX, "destination": "nav", "category": "browse"},
         {"name": "Pipeline health report", "href": f"{HEALTH_URL_PREFIX}/index.html", "destination": "nav",
+         "category": "browse"},
+        {"name": "Lakehouse documentation", "href": f"{DOCS_URL_PREFIX}/index.html", "destination": "nav",
          "category": "browse"},
     ]
