@@ -64,7 +64,7 @@ def cli(args: list[str], env: dict, timeout: float = 1800) -> subprocess.Complet
 def through_endpoint(settings, env: dict, sql: dict[str, str], repeat: int) -> dict[str, list[float]]:
     """Each statement 1 + `repeat` times in one beeline session: the seconds beeline reports, the first dropped."""
     from include.catalog import sql_endpoint
-    from include.cluster.spark_standalone import spark_home
+    from include.daemons import spark_home
 
     script = "".join(f"{statement};\n" for statement in sql.values() for _ in range(repeat + 1))
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as file:

@@ -21,3 +21,10 @@ def connection_extra(connection: dict[str, Any]) -> dict[str, Any]:
     """A connection's `extra`, which Airflow takes as an object or as its JSON text."""
     extra = connection.get("extra") or {}
     return json.loads(extra) if isinstance(extra, str) else extra
+
+
+def secrets_environment() -> dict[str, str]:
+    """The environment that points Airflow (and a hook used outside it) at the connections file, through Airflow's
+    local-filesystem secrets backend."""
+    return {"AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
+            "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)})}

@@ -150,7 +150,7 @@ def lakehouse_confs(settings: Settings) -> dict[str, str]:
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.sql.warehouse.dir": str(settings.layout.spark_warehouse),
     }
-    from include.catalog.metastore import session_confs as catalog_confs
+    from include.catalog_client import session_confs as catalog_confs
 
     return confs | storage_confs(settings) | catalog_confs(settings)
 

@@ -168,7 +168,7 @@ def test_the_sql_endpoint_serves_every_table_by_name_read_only_behind_its_login(
         assert refused(house.env, statement).startswith(f"lakehouse query: read-only: {name} is refused"), statement
     assert len(query(house, "SELECT * FROM gold.user_activity_5m")) == len(oracle)  # the rows unchanged
 
-    from include.cluster.spark_standalone import spark_home
+    from include.daemons import spark_home
 
     beeline = run_cli_beeline(spark_home(), url, "lakehouse", "wrong", "SELECT 1")
     assert beeline.returncode != 0 and "Error validating the login" in beeline.stderr, beeline.stderr[-2000:]

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from include.quality.results import CheckResult
 from include.quality.runner import QualityReport
+from include.records.quality_results import CheckResult
 from include.summary import LakehouseSummary, TableSummary
 
 

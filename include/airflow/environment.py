@@ -8,12 +8,11 @@ local-filesystem secrets backend.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
-from include.connections import CONNECTIONS_FILE
+from include.connections import secrets_environment
 from include.settings import REPO_ROOT, Settings
 
 SPARK_POOL = "lakehouse_spark"  # every task that runs a Spark driver takes one slot
@@ -44,8 +43,7 @@ def airflow_environment(settings: Settings) -> dict[str, str]:
             # drivers on two cores, the SQLite-backed API server took up to 4.9 s to mark a task started.
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "30"),
             "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor"),
-            "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
-            "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps({"connections_file_path": str(CONNECTIONS_FILE)}),
+            **secrets_environment(),
             **settings.storage_environment(),
             "LAKEHOUSE_REGISTRY": str(settings.registry_path),
             "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),

@@ -204,7 +204,7 @@ class CatalogSqlOperator(SparkSqlOperator):
 
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from include.catalog.metastore import answers
+        from include.catalog_client import answers
         from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
         if not answers(self.settings.metastore_uri):

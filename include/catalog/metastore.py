@@ -3,7 +3,7 @@ DataNucleus, Derby): `lakehouse catalog up | down | status`.
 
 It listens on `LAKEHOUSE_METASTORE_URI` (thrift://127.0.0.1:9083 by default). Its database is Derby under
 `<local dir>/_catalog/metastore_db` (one JVM owns it; every driver talks Thrift to it). Its files (hive-site.xml, log,
-pid file) live beside it. Whether a metastore *answers* is asked with its own protocol (include/catalog/thrift_client.py),
+pid file) live beside it. Whether a metastore *answers* is asked with its own protocol (include/catalog_client/thrift.py),
 never inferred from a pid, so that a team's own metastore at that URI is used as it is.
 """
 
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from include.catalog.thrift_client import ThriftError, get_all_databases
-from include.daemons import Daemon, java, port_taken
+from include.catalog_client import answers
+from include.catalog_client.thrift import ThriftError, get_all_databases
+from include.daemons import Daemon, java, port_taken, spark_home
 from include.settings import Settings, postgres_address
 from include.settings import metastore_host_port as host_port
 
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 180.0  # the first start creates Derby's schema (DataNucleus): about a minute on 2 cores
 STOP_TIMEOUT_SECONDS = 30.0
-CLIENT_TIMEOUT = "20s"  # a driver's wait for one metastore call
 METASTORE_HEAP = "-Xmx512m"
 METASTORE_JIT = "-XX:TieredStopAtLevel=1"  # C1 alone, as the broker: a small server starts on less CPU
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
@@ -73,16 +73,6 @@ class MetastoreFiles:
         return Daemon("the Hive metastore", self.home / "metastore.pid", self.log)
 
 
-def answers(uri: str, timeout: float = 3.0) -> bool:
-    """A metastore at `uri` answers a `get_all_databases` call."""
-    host, port = host_port(uri)
-    try:
-        get_all_databases(host, port, timeout)
-    except ThriftError:
-        return False
-    return True
-
-
 def databases(uri: str, timeout: float = 5.0) -> list[str]:
     """The catalog's databases; CatalogError (one line) when no metastore answers."""
     host, port = host_port(uri)
@@ -90,25 +80,6 @@ def databases(uri: str, timeout: float = 5.0) -> list[str]:
         return get_all_databases(host, port, timeout)
     except ThriftError as exc:
         raise CatalogError(str(exc)) from None
-
-
-_warned: set[str] = set()  # the URIs this process said it runs without
-
-
-def session_confs(settings: Settings) -> dict[str, str]:
-    """The Spark confs of a session on the catalog, when its metastore answers (the one configured, or the local
-    default's); {} otherwise, with one warning per process when one was configured: jobs run without the catalog
-    (it is never on a micro-batch's path) and `lakehouse catalog sync` names their tables later."""
-    uri = settings.metastore_uri
-    if answers(uri, timeout=2.0):
-        # a metastore that stops answering mid-call (its own database gone) fails a call in seconds, not Hive's 600
-        return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": uri,
-                "spark.hadoop.hive.metastore.client.socket.timeout": CLIENT_TIMEOUT}
-    if settings.metastore_uri_set and uri not in _warned:
-        _warned.add(uri)
-        log.warning("no catalog answers at %s (LAKEHOUSE_METASTORE_URI): running without it; `lakehouse catalog "
-                    "sync` registers the tables once it is back", uri)
-    return {}
 
 
 def hive_site(files: MetastoreFiles, settings: Settings) -> str:
@@ -160,7 +131,6 @@ def _java_path() -> str:
 
 
 def _classpath(files: MetastoreFiles, settings: Settings) -> str:
-    from include.cluster.spark_standalone import spark_home
 
     cached = [str(j) for pattern in METASTORE_JARS for j in sorted(settings.jars_dir.glob(pattern))]
     return ":".join([f"{spark_home() / 'jars'}/*", *cached, str(files.conf)])
@@ -175,7 +145,6 @@ def create_schema(files: MetastoreFiles, settings: Settings) -> None:
     import subprocess
     import zipfile
 
-    from include.cluster.spark_standalone import spark_home
 
     [jar] = sorted((spark_home() / "jars").glob("hive-metastore-*.jar"))[-1:]
     model = files.home / "package.jdo"

@@ -45,7 +45,7 @@ def run_query(settings: Settings, statement: str) -> QueryResult:
 def through_endpoint(settings: Settings, statement: str) -> QueryResult:
     """The statement through beeline (JDBC), its password in a file readable by this user only."""
     from include.catalog import sql_endpoint
-    from include.cluster.spark_standalone import spark_home
+    from include.daemons import spark_home
 
     url = sql_endpoint.jdbc_url(settings)
     with tempfile.TemporaryDirectory(prefix="lakehouse-query-") as directory:

@@ -92,11 +92,10 @@ def answers(settings: Settings, timeout: float = 2.0) -> bool:
 
 def submit_command(settings: Settings) -> list[str]:
     """spark-submit of the Thrift server on the `spark_default` connection, with the lakehouse's confs."""
-    from include.airflow.environment import airflow_environment
+    from include.connections import secrets_environment
 
-    for key, value in airflow_environment(settings).items():  # the connections file, for a command outside Airflow
-        if key.startswith("AIRFLOW__SECRETS__"):
-            os.environ.setdefault(key, value)
+    for key, value in secrets_environment().items():  # the connections file, for a command outside Airflow
+        os.environ.setdefault(key, value)
     with contextlib.redirect_stdout(sys.stderr):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 

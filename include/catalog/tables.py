@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from include.catalog.metastore import answers
-from include.quality.results import RESULTS_TABLE
+from include.catalog_client import answers
 from include.records.alerts import ALERTS_TABLE
 from include.records.batch_ledger import LEDGER_TABLE
 from include.records.checkpoint_audit import AUDIT_TABLE
 from include.records.maintenance_log import MAINTENANCE_TABLE
+from include.records.quality_results import RESULTS_TABLE
 from include.records.query_progress import PROGRESS_TABLE
 from include.registry import Registry
 from include.settings import Settings
@@ -143,7 +143,7 @@ def register(spark, settings: Settings, tables: list[NamedTable]) -> list[str]:
 
 
 def on_catalog(spark) -> bool:
-    """The session was built on the catalog (include/catalog/metastore.py: session_confs)."""
+    """The session was built on the catalog (include/catalog_client: session_confs)."""
     return spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "hive"
 
 

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-from pathlib import Path
 
 from include.cluster.topology import HOST, WORKER_CORES, WORKER_MEMORY, Topology
-from include.daemons import Daemon, get_json
-
-
-def spark_home() -> Path:
-    return Path(importlib.util.find_spec("pyspark").origin).parent
+from include.daemons import Daemon, get_json, spark_home
 
 
 def master_daemon(top: Topology) -> Daemon:

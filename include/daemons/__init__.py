@@ -4,6 +4,7 @@ their process group and SIGKILL after a grace period."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -63,6 +64,11 @@ def terminate(pid: int, name: str, timeout: float, group: bool = False) -> None:
             send(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def spark_home() -> Path:
+    """Where pyspark is installed: Spark's launchers (`bin/spark-class`, `bin/beeline`) and its jars."""
+    return Path(importlib.util.find_spec("pyspark").origin).parent
 
 
 def java(needed_by: str) -> str:

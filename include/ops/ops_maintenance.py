@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from include.quality.results import RESULTS_TABLE
 from include.records import maintenance_log
 from include.records.alerts import ALERTS_TABLE
 from include.records.batch_ledger import LEDGER_TABLE
 from include.records.checkpoint_audit import AUDIT_TABLE
 from include.records.maintenance_log import MAINTENANCE_TABLE
+from include.records.quality_results import RESULTS_TABLE
 from include.records.query_progress import PROGRESS_TABLE
 from include.settings import Settings
 from include.storage import delta as delta_store

@@ -7,7 +7,7 @@ the job registry.
   table spec class per transform kind: base, aggregate, join and processor modules).
 - :mod:`include.quality.runner`: ``run_quality``, which validates, records ``_ops/dq_results`` and
   builds the Data Docs.
-- :mod:`include.quality.results`: the results, the run's ``QualityReport`` and the ``_ops/dq_results`` table.
+- :mod:`include.records.quality_results`: the results, the run's ``QualityReport`` and the ``_ops/dq_results`` table.
 
 The package imports nothing heavy until ``run_quality`` is used: the registry imports
 :mod:`include.registry.checks` to validate ``quality:`` sections, and DAG parsing must stay light.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from include.quality.results import QualityReport
+from include.records.quality_results import QualityReport
 
 RUNS_FOLDER = "lakehouse_runs"
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}

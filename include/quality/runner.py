@@ -22,10 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from include.quality import frames, gx_context, results, run_page
-from include.quality.results import CheckResult, QualityReport
+from include.quality import frames, gx_context, run_page
 from include.quality.suites import TableSpec, quality_tables
 from include.quality.table_metrics import table_metrics
+from include.records import quality_results
+from include.records.quality_results import CheckResult, QualityReport
 from include.registry import Registry
 from include.settings import Settings
 from include.storage import delta as delta_store
@@ -51,7 +52,7 @@ def run_quality(settings: Settings, registry: Registry, tables: list[str] | None
         for table in tables or list(specs):
             checked, notes, pages = validate_table(settings, context, specs[table], full=full, run_id=report.run_id,
                                                    validated_at=validated_at, now=now or validated_at, origin=origin)
-            results.record(settings, report.run_id, validated_at, checked)
+            quality_results.record(settings, report.run_id, validated_at, checked)
             report.results += checked
             report.notes += notes
             report.pages[table] = pages
@@ -71,7 +72,7 @@ def validate_table(settings: Settings, context: Any, spec: TableSpec, *, full: b
     if not delta_store.table_exists(path):
         return [], [f"{spec.table}: no Delta table at {path} yet (its job has not run)"], []
     latest = delta_store.latest_version(path)
-    last = results.last_validated_version(settings, spec.table)
+    last = quality_results.last_validated_version(settings, spec.table)
     selection = frames.select_rows(path, spec, latest, last, full)
     checked: list[CheckResult] = []
     notes: list[str] = []

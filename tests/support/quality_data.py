@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from include.quality.results import RESULTS_TABLE
+from include.records.quality_results import RESULTS_TABLE
 from include.storage import delta as delta_store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
