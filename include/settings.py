@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -213,45 +213,46 @@ SETTINGS: tuple[Setting, ...] = (
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved configuration; build it with :func:`load_settings`. `root` may be given as a path or a URI (a test's
-    `replace(settings, root=tmp_path)`): it is made a storage path (include/storage/paths.py)."""
+    """Resolved configuration; build it with :func:`load_settings` (the defaults live in :data:`SETTINGS` only). `root`
+    may be given as a path or a URI (a test's `replace(settings, root=tmp_path)`): it is made a storage path
+    (include/storage/paths.py)."""
 
     root: LocalPath | S3Path
     registry_path: Path
-    spark_master: str = "local[2]"
-    spark_driver_memory: str = "2g"
-    spark_ui: bool = False
-    log_level: str = "INFO"
-    spark_log_level: str = "WARN"
-    stop_grace_seconds: float = 120.0
-    task_retries: int = 2
-    spark_pool_slots: int = 1
-    dq_spark_threshold_rows: int = 2_000_000
-    batch_hooks: str = ""
-    jars_dir: Path = REPO_ROOT / ".cache" / "jars"
-    spark_java_options: str = ""
-    kafka_bootstrap: str = "127.0.0.1:9092"
-    kafka_bootstrap_set: bool = False  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
-    kafka_jars_dir: Path = REPO_ROOT / ".cache" / "kafka"
-    metastore_uri: str = "thrift://127.0.0.1:9083"
-    sql_port: int = 10000
-    sql_bind: str = "127.0.0.1"
-    sql_user: str = "lakehouse"
-    sql_password: str = ""  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)
-    metastore_db: str = ""  # LAKEHOUSE_METASTORE_DB: the catalog's PostgreSQL database (empty: Derby)
-    metastore_uri_set: bool = False  # LAKEHOUSE_METASTORE_URI was given: a catalog is expected (its absence is warned)
-    kafka_timeout_seconds: int = 20
-    live_drivers: int = 4  # live drivers (a group's, or a job's alone) this host runs at most
-    live_watch_seconds: int = 240  # how long a lakehouse_live task watches its jobs after checking them
-    log_max_bytes: int = 20_000_000  # a live driver's log is rotated above this size
-    log_backups: int = 3  # rotated logs kept per driver log
-    progress_retention_days: int = 7  # _ops/query_progress rows older than this are deleted by the maintenance
-    ops_history_hours: int = 24  # the maintenance keeps the _ops tables' replaced files and commits this long
-    airflow_history_days: int = 30  # Airflow's runs and task logs kept this long (include/airflow/history.py)
-    lease_seconds: float = 60.0  # an object-store lease's life without renewal (include/records/lease.py)
-    host_name: str = field(default_factory=socket.gethostname)  # this host in lease records
-    s3: S3Config = S3Config()
-    local_dir: Path | None = None  # LAKEHOUSE_LOCAL_DIR; None: the root when it is local, else <repo>/lakehouse
+    spark_master: str
+    spark_driver_memory: str
+    spark_ui: bool
+    log_level: str
+    spark_log_level: str
+    stop_grace_seconds: float
+    task_retries: int
+    spark_pool_slots: int
+    dq_spark_threshold_rows: int
+    batch_hooks: str
+    jars_dir: Path
+    spark_java_options: str
+    kafka_bootstrap: str
+    kafka_bootstrap_set: bool  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
+    kafka_jars_dir: Path
+    metastore_uri: str
+    sql_port: int
+    sql_bind: str
+    sql_user: str
+    sql_password: str  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)
+    metastore_db: str  # LAKEHOUSE_METASTORE_DB: the catalog's PostgreSQL database (empty: Derby)
+    metastore_uri_set: bool  # LAKEHOUSE_METASTORE_URI was given: a catalog is expected (its absence is warned)
+    kafka_timeout_seconds: int
+    live_drivers: int  # live drivers (a group's, or a job's alone) this host runs at most
+    live_watch_seconds: int  # how long a lakehouse_live task watches its jobs after checking them
+    log_max_bytes: int  # a live driver's log is rotated above this size
+    log_backups: int  # rotated logs kept per driver log
+    progress_retention_days: int  # _ops/query_progress rows older than this are deleted by the maintenance
+    ops_history_hours: int  # the maintenance keeps the _ops tables' replaced files and commits this long
+    airflow_history_days: int  # Airflow's runs and task logs kept this long (include/airflow/history.py)
+    lease_seconds: float  # an object-store lease's life without renewal (include/records/lease.py)
+    host_name: str  # this host in lease records
+    s3: S3Config
+    local_dir: Path | None  # LAKEHOUSE_LOCAL_DIR; None: the root when it is local, else <repo>/lakehouse
 
     def __post_init__(self) -> None:
         root = str(self.root) if isinstance(self.root, S3Path) else self.root  # reached with these settings' S3

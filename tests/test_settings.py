@@ -70,16 +70,9 @@ def test_every_default_loads_and_is_the_settings_default(unset):
     assert loaded.registry_path == settings_module.PACKAGE_DIR / "jobs.yaml"
     assert not loaded.kafka_bootstrap_set and not loaded.metastore_uri_set
     assert (loaded.s3.endpoint, loaded.s3.region) == ("http://127.0.0.1:8333", "us-east-1")
-    machine_dependent = {"spark_pool_slots"}  # Settings(...) alone: 1; the environment's default: half the cores
-    for each in fields(Settings):
-        if each.name in machine_dependent or each.name in DERIVED or each.name == "s3":
-            continue
-        if each.default is not MISSING:  # the dataclass's default and the table's agree (they cannot drift apart)
-            default = each.default.resolve() if isinstance(each.default, Path) else each.default
-            assert getattr(loaded, each.name) == default, each.name
-            assert type(getattr(loaded, each.name)) is type(default), each.name
-        elif each.default_factory is not MISSING:
-            assert getattr(loaded, each.name) == each.default_factory(), each.name
+    # the defaults live in the table only: the Settings class declares none (nothing builds it but load_settings)
+    assert [each.name for each in fields(Settings) if each.default is not MISSING or each.default_factory
+            is not MISSING] == []
 
 
 @pytest.mark.parametrize(("name", "value", "problem"), BAD_VALUES)
