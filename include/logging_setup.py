@@ -14,5 +14,7 @@ def configure_logging(settings: Settings) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("py4j", "deltalake", "great_expectations"):
+    # Airflow's own INFO lines in a process that reads its database (`lakehouse demo` following a run: "Reading the
+    # config from ...") need no action; its components log to their own logs
+    for noisy in ("py4j", "deltalake", "great_expectations", "airflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

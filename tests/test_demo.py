@@ -37,6 +37,10 @@ def test_demo_runs_the_backfill_through_airflow_and_prints_the_summary(demo, reg
     for task in ("bronze_clickstream", "gold_user_activity_5m", "quality_check"):  # progress as the run goes
         assert f"  started  {task}" in result.stderr and re.search(rf"  finished {task} in \d+\.\d s", result.stderr)
     assert re.search(r"lakehouse_backfill succeeded in \d+ s", result.stderr), result.stderr[-3000:]
+    # what it prints is what a newcomer can act on: no JVM, SLF4J, hostname, Spark or Airflow chatter (in its log)
+    noise = [line for line in result.stderr.splitlines() if re.search(
+        r"SLF4J|WARNING: Using incubator|Your hostname|\bWARN [A-Z]\w+:| INFO airflow\.| WARNING airflow\.", line)]
+    assert not noise, noise
     pool = run_cli(["airflow", "pools", "get", "lakehouse_spark", "-o", "json"], demo.env, timeout=120)
     assert pool.returncode == 0, pool.stdout + pool.stderr[-2000:]
     assert int(json.loads(pool.stdout)[0]["slots"]) == settings.spark_pool_slots, pool.stdout
