@@ -1,4 +1,9 @@
-"""Streaming checkpoints: facts read from a checkpoint directory without Spark (:mod:`.reader`)."""
+"""Streaming checkpoints: facts read from a checkpoint directory without Spark (:mod:`.reader`), fingerprints and
+plans (:mod:`.plan`), the checkpoint request and its modes (:mod:`.request`, :mod:`.modes`), action journals,
+previews, validation, Kafka offsets (:mod:`.kafka_offsets`), what rows a job owns (:mod:`.ownership`). It may import
+the records, the registry, storage, settings and the Kafka client; a Spark session only inside the functions that
+need one.
+"""
 
 from include.checkpoints.reader import (
     batch_ids,

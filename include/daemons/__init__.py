@@ -1,6 +1,8 @@
-"""Background processes started by the project (the Kafka broker, the parts of `lakehouse cluster`): started in a
-session of their own so they outlive the command that started them, remembered by a pid file, stopped with SIGTERM to
-their process group and SIGKILL after a grace period."""
+"""Background processes started by the project (the Kafka broker, the S3 server, the catalog, the parts of `lakehouse
+cluster`): started in a session of their own so they outlive the command that started them, remembered by a pid
+file, stopped with SIGTERM to their process group and SIGKILL after a grace period; kept running by :mod:`.keeper`.
+It imports nothing of the project.
+"""
 
 from __future__ import annotations
 

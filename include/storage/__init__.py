@@ -1,1 +1,5 @@
-"""Storage: the lakehouse layout (:mod:`.layout`), Delta tables (:mod:`.delta`), small state files (:mod:`.files`)."""
+"""Storage, the lowest floor: the storage interface over a local path or an S3 key (:mod:`.paths`, :mod:`.s3`), the
+lakehouse layout (:mod:`.layout`: every path in one place), Delta tables' logs and the operational tables through
+delta-rs (:mod:`.delta`), the one reader of a table's rows (:mod:`.reader`), small state files (:mod:`.files`).
+It imports nothing of the project but the registry's column types.
+"""
