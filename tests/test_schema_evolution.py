@@ -163,10 +163,9 @@ def test_a_checkpoint_from_before_the_rescued_column_evolves(settings, registry)
 
 # --- on real Spark and Delta --------------------------------------------------------------------------
 
-def add_device(files, nested: bool = False, every: int = 3) -> set[str]:
-    """Give every `every`-th event of the landed files a `device` field (a name; with `nested`, every other one an
-    object), the same for an event's duplicate copy; the ids of the events changed."""
-    changed, ids = 0, set()
+def rewrite_events(files, change) -> None:
+    """Rewrite the landed files in place: `change(record)` may change each event (a JSON object with an id) and says
+    whether it did; other lines stay as they are."""
     for path in files:
         lines = []
         for line in path.read_text().splitlines():
@@ -174,15 +173,26 @@ def add_device(files, nested: bool = False, every: int = 3) -> set[str]:
                 record = json.loads(line)
             except ValueError:
                 record = None
-            if isinstance(record, dict) and isinstance(record.get("event_id"), str) and (
-                    int(record["event_id"][-4:], 16) % every == 0):
-                record["device"] = {"kind": "phone", "os": "ios"} if nested and changed % 2 else "tablet"
+            if isinstance(record, dict) and isinstance(record.get("event_id"), str) and change(record):
                 line = json.dumps(record)
-                changed += 1
-                ids.add(record["event_id"])
             lines.append(line)
         path.write_text("\n".join(lines) + "\n")
-    return ids
+
+
+def add_device(files, nested: bool = False, every: int = 3) -> set[str]:
+    """Give every `every`-th event of the landed files a `device` field (a name; with `nested`, every other one an
+    object), the same for an event's duplicate copy; the ids of the events changed."""
+    ids: list[str] = []
+
+    def give(record: dict) -> bool:
+        if int(record["event_id"][-4:], 16) % every:
+            return False
+        record["device"] = {"kind": "phone", "os": "ios"} if nested and len(ids) % 2 else "tablet"
+        ids.append(record["event_id"])
+        return True
+
+    rewrite_events(files, give)
+    return set(ids)
 
 
 @pytest.mark.spark
@@ -316,18 +326,7 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
 
 def add_rank(files, base: int) -> None:
     """Give every event of the landed files a `rank`: `base` plus a number from its id (its duplicate copy the same)."""
-    for path in files:
-        lines = []
-        for line in path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if isinstance(record, dict) and isinstance(record.get("event_id"), str):
-                record["rank"] = base + int(record["event_id"][-4:], 16)
-                line = json.dumps(record)
-            lines.append(line)
-        path.write_text("\n".join(lines) + "\n")
+    rewrite_events(files, lambda record: record.update(rank=base + int(record["event_id"][-4:], 16)) or True)
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.full, pytest.mark.s3])])  # s3: test-full
