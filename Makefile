@@ -90,15 +90,19 @@ TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(J
 # What `make test` needs before it runs anything (docs/development/testing.md times it on a clean clone).
 bootstrap: $(TEST_PREREQUISITES)
 
+# pytest-xdist workers: three on two cores, as a third of the suite's time is spent waiting on processes (a live job's
+# trigger, a broker, a lease): a third worker's tests use that time (docs/development/testing.md).
+TEST_WORKERS ?= 3
+
 # Every contract through its real process, server or client; the exhaustive variants (`full`) are left to test-full.
 test: $(TEST_PREREQUISITES)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=30 -n 2 -m "not full"
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) -m "not full"
 
 # The whole suite: also every kill point of every checkpoint action, every kill of the matrices, every topology.
 test-full: $(TEST_PREREQUISITES)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=30 -n 2
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS)
 
 # The unit tier: no Spark, no Airflow (seconds).
 test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)

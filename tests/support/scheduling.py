@@ -30,6 +30,9 @@ import pytest
 
 DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
 CLUSTER = "cluster"  # the cluster's tests: one unit, whatever their fixtures' scopes
+# The tests of a session's server share one worker, which starts it once (a broker, an S3 server: seconds of CPU to
+# start, and some while idle); the demo reads its payments from the broker, so its readers are the broker's too.
+SERVERS = {"kafka_broker": "kafka", "s3_server": "s3"}
 GROUPS_FILE = "xdist-units.json"  # {"groups": {node id: group}, "seconds": {unit: seconds}}, for the controller
 
 
@@ -43,6 +46,9 @@ def group_of(item: pytest.Item) -> str | None:
     if item.get_closest_marker("cluster"):
         return CLUSTER
     closure = item._fixtureinfo.name2fixturedefs
+    for fixture, group in SERVERS.items():
+        if fixture in closure:
+            return group
     if "demo" in closure:
         return "demo"
     if any(defs[-1].scope == "module" for defs in closure.values()):
