@@ -189,9 +189,13 @@ def click(driver, xpath: str, timeout: float = 30) -> None:
             time.sleep(0.5)
 
 
-def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry, fresh_assets, api_server, browser,
-                                                         tmp_path):
+def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry, fresh_assets, api_server, tmp_path,
+                                                         request):
+    """The data_quality DAG on demand, run as the scheduler's executor runs it, links each table's result (checked
+    without a browser too); then a person reads it in the UI."""
     from airflow.utils.state import DagRunState
+
+    from tests.support.airflow_dags import report_link
 
     assert demo.result.returncode == 0, demo.result.stderr[-3000:]
     # the session's demo lakehouse (every gold table has rows), without its reports: this run's are the only ones
@@ -200,8 +204,11 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
         n for n in names if Path(d) == demo.settings.root and n in ("_reports", "_ops")])
     run = run_through_the_executor("data_quality", server_log=tmp_path / "api-server.log")  # with the logs the UI shows
     assert run.state == DagRunState.SUCCESS
+    single = report_link("data_quality", run.run_id, "validate_gold__user_activity_5m")
+    assert single.startswith("/lakehouse-data-docs/validations/gold__user_activity_5m"), single
+    assert (settings.layout.data_docs / single.removeprefix("/lakehouse-data-docs/")).is_file()
     specs = quality_tables(registry)  # gold tables (row and table suites) and bronze's rescued fields (rows only)
-    driver, base = browser, api_server
+    driver, base = request.getfixturevalue("browser"), api_server  # skipped here where no browser can be installed
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # the folder shows this run only
 
     driver.get(f"{base}/")  # the login form
