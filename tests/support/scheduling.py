@@ -1,8 +1,9 @@
-"""How the suite shares two pytest-xdist workers (`make test` runs `-n 2`; this plugin is its scheduler): the longest work first,
-so that neither worker idles while the other has minutes left.
+"""How the suite shares its pytest-xdist workers (`make test` runs `-n 3`; this plugin is its scheduler): the longest work
+first, so that no worker idles while another has minutes left.
 
 - A unit of work is one test, except tests that share an expensive fixture, which go together to one worker: the tests
-  of a module-scoped fixture (their module), the readers of the session's `demo`. (xdist's own `xdist_group` marks do
+  of a module-scoped fixture (their module), the readers of the session's `demo`, the tests of a session's server
+  (SERVERS: the broker, the S3 server, each started once). (xdist's own `xdist_group` marks do
   not group under pytest 9, which ignores the node ids xdist rewrites: each worker writes the groups it collected to
   a file beside the workers' temporary directories, and the scheduler reads it.)
 - The units are planned before any runs, the same way every time: longest first, each to the worker with the fewest
