@@ -90,8 +90,8 @@ TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(J
 # What `make test` needs before it runs anything (docs/development/testing.md times it on a clean clone).
 bootstrap: $(TEST_PREREQUISITES)
 
-# pytest-xdist workers: three on two cores, as a third of the suite's time is spent waiting on processes (a live job's
-# trigger, a broker, a lease): a third worker's tests use that time (docs/development/testing.md).
+# pytest-xdist workers: three on two cores, so that the CPU is not idle while tests wait on processes (a live job's
+# trigger, a broker, a lease): 29 min 40 s with two, 28 min with three (docs/development/testing.md).
 TEST_WORKERS ?= 3
 
 # Every contract through its real process, server or client; the exhaustive variants (`full`) are left to test-full.
