@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.sdk import DAG, AssetAny, CronTriggerTimetable, Param, task
+from airflow.sdk.exceptions import DownstreamTasksSkipped
 
 from include.airflow import load
 from include.airflow.assets import table_asset
@@ -28,6 +29,13 @@ from include.airflow.operators import (
     MaintenanceOperator,
     QualityCheckOperator,
     SharedDriverOperator,
+)
+from include.airflow.tasks import (
+    audit_checkpoint_run,
+    checkpoint_plan,
+    restart_live_jobs,
+    stop_live_jobs,
+    supervise,
 )
 from include.checkpoints.request import APPLIED_MODES, MODES, param_specs
 from include.quality.suites import quality_tables
@@ -56,8 +64,6 @@ def health_report_task():
 
     @task(task_id="health_report", trigger_rule="all_done", doc_md=HEALTH_REPORT_DOC)
     def health_report() -> str:
-        from include.airflow.tasks import health_report
-
         return health_report()
 
     return health_report()
@@ -109,8 +115,6 @@ with DAG(
     @task(task_id="select_jobs", doc_md="Applies the run's `jobs` param (empty: every job): the jobs left out are "
                                        "skipped here, so they never wait for a Spark pool slot.")
     def select_jobs(params=None) -> list[str]:
-        from airflow.sdk.exceptions import DownstreamTasksSkipped
-
         selected = (params or {}).get("jobs") or []
         left_out = [j for j in REGISTRY.order if selected and j not in selected]
         if left_out:  # not a branch: a branch never skips what a followed task leads to (a selected job's downstream)
@@ -218,8 +222,6 @@ with DAG(
                           for m in members),
         )
         def supervise(unit: str = unit, params=None, run_id=None) -> dict:
-            from include.airflow.tasks import supervise
-
             return supervise(unit, params, run_id or "")
 
         supervised.append(supervise())
@@ -374,8 +376,6 @@ with DAG(
 
     @task(task_id="plan", doc_md="Validates the form and shows the plan of every job the action touches.")
     def plan(params=None, run_id=None) -> dict:
-        from include.airflow.tasks import checkpoint_plan
-
         return checkpoint_plan(params or {}, run_id or "")
 
     @task.branch(task_id="gate", doc_md="A person approves actions that destroy state (unless a dry run).")
@@ -395,8 +395,6 @@ with DAG(
     @task(task_id="stop_live_jobs", trigger_rule="none_failed_min_one_success",
           doc_md="Stops the target jobs that run now, at a batch boundary.")
     def stop(planned: dict) -> list[str]:
-        from include.airflow.tasks import stop_live_jobs
-
         return stop_live_jobs(planned)
 
     apply = CheckpointOperator(task_id="apply", settings=SETTINGS, doc_md=CHECKPOINT_DOC)
@@ -408,14 +406,10 @@ with DAG(
 
     @task(task_id="restart_live_jobs", trigger_rule="all_done", doc_md="Starts again what `stop_live_jobs` stopped.")
     def restart(stopped: list[str] | None) -> list[str]:
-        from include.airflow.tasks import restart_live_jobs
-
         return restart_live_jobs(stopped)
 
     @task(task_id="audit", trigger_rule="all_done", doc_md="Records and shows the run in `_ops/checkpoint_audit`.")
     def audit(planned: dict | None, ti=None, run_id=None) -> str:
-        from include.airflow.tasks import audit_checkpoint_run
-
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
         return audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"), run_id)
 

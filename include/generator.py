@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
+from include.kafka.produce import ensure_topic, produce_lines
 from include.storage.paths import StoragePath, as_storage
 
 log = logging.getLogger(__name__)
@@ -274,8 +275,6 @@ def produce_to_topic(bootstrap: str, topic: str, source: str, config: GeneratorC
                      partitions: int = 3) -> GenerationResult:
     """The same lines as :func:`write_landing` writes, as messages on `topic` (created with `partitions` if missing),
     keyed by the source's key field (payments: `order_id`) so that one key's messages keep their order."""
-    from include.kafka.produce import ensure_topic, produce_lines
-
     lines, kinds = generate(source, config)
     ensure_topic(bootstrap, topic, partitions)
     produce_lines(bootstrap, topic, lines, MESSAGE_KEYS.get(source))

@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from include.settings import SPARK_LOG_JAVA_OPTION
+from include.objectstore import server
+from include.registry.specs import JIT_OPTIONS
+from include.settings import SPARK_LOG_JAVA_OPTION, load_settings
+from include.storage.s3 import S3Config
 
 if TYPE_CHECKING:
     from include.settings import Settings
@@ -63,8 +68,6 @@ def driver_java_options(settings: Settings, jit: str = "tiered") -> str:
     """The Spark driver's JVM options: the project's logging, the class-data archive when `make` built one, its JIT
     compilers (`jit`: a key of JIT_OPTIONS, ResourcesSpec.jit), then LAKEHOUSE_SPARK_JAVA_OPTIONS (last: it can
     override them)."""
-    from include.registry.specs import JIT_OPTIONS
-
     return " ".join(filter(None, (SPARK_LOG_JAVA_OPTION, java_options(settings.jars_dir), JIT_OPTIONS[jit],
                                   settings.spark_java_options)))
 
@@ -103,13 +106,6 @@ def build(jars_dir: Path, timeout: float = 600) -> Path:
 @contextmanager
 def warm_up_store(scratch: Path) -> Iterator[Settings | None]:
     """Settings on an S3 server started for the warm-up (stopped after it), or None when none can start."""
-    import secrets
-    from dataclasses import replace
-
-    from include.objectstore import server
-    from include.settings import load_settings
-    from include.storage.s3 import S3Config
-
     base = load_settings()
     settings = replace(base, root="s3://jvm-archive/warm-up", local_dir=scratch / "local",
                        s3=S3Config(f"http://127.0.0.1:{server.free_port()}", "jvm-archive", secrets.token_hex(16)))
@@ -140,7 +136,6 @@ def _writer_alive(partial: Path) -> bool:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from include.settings import load_settings
 
     jars_dir = load_settings().jars_dir
     started = time.monotonic()

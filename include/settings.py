@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from include.storage.layout import Layout
 from include.storage.paths import LocalPath, S3Path, storage_path
@@ -441,8 +442,6 @@ def check_bootstrap(name: str, value: str) -> None:
 
 def metastore_host_port(uri: str) -> tuple[str, int]:
     """(host, port) of a `thrift://host:port` URI; ValueError naming LAKEHOUSE_METASTORE_URI otherwise."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(uri)
     try:
         port = parts.port
@@ -470,8 +469,6 @@ class PostgresAddress:
 
 def postgres_address(url: str) -> PostgresAddress:
     """The parts of `postgresql://user:password@host:port/database`; ValueError naming LAKEHOUSE_METASTORE_DB."""
-    from urllib.parse import unquote, urlsplit
-
     parts = urlsplit(url)
     try:
         port = parts.port or 5432

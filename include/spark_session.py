@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -9,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from include.catalog_client import session_confs as catalog_confs
 from include.jvm_archive import driver_java_options
 from include.settings import REPO_ROOT, Settings
 
@@ -150,7 +153,6 @@ def lakehouse_confs(settings: Settings) -> dict[str, str]:
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.sql.warehouse.dir": str(settings.layout.spark_warehouse),
     }
-    from include.catalog_client import session_confs as catalog_confs
 
     return confs | storage_confs(settings) | catalog_confs(settings)
 
@@ -209,9 +211,6 @@ SHIPPED_PACKAGES = ("include", "spark_jobs")  # what executors import: transform
 def python_archive(directory: Path) -> Path:
     """A zip of the project's packages, made from this driver's source and named by its content: what a cluster's
     executors import (SparkContext.addPyFile, as `--py-files`), never the source tree by accident."""
-    import hashlib
-    import zipfile
-
     files = sorted(f for package in SHIPPED_PACKAGES for f in (REPO_ROOT / package).rglob("*")
                    if f.is_file() and "__pycache__" not in f.parts)
     digest = hashlib.sha256()

@@ -17,7 +17,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from include import checkpoints
+from include.checkpoints.kafka_offsets import batch_offsets, skipped_offsets
 from include.records import batch_ledger
+from include.records.alerts import record_alert
 from include.registry import QUARANTINE_SCHEMA, JobSpec
 from include.settings import Settings
 from include.spark_session import session_confs
@@ -95,8 +97,6 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
     committed = delta_store.committed_batch(settings.layout.table(job.sink.table), app_id)
     if committed is not None and committed >= batch_id:
         return
-    from include.checkpoints.kafka_offsets import batch_offsets, skipped_offsets
-    from include.records.alerts import record_alert
 
     checkpoint = settings.layout.checkpoint(job.id)
     first_read = {(r[0], r[1]): r[2] for r in batch.groupBy("_kafka_topic", "_kafka_partition")

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from include.kafka.connection import bootstrap_servers
+from include.kafka.offsets import require_topics
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
+from include.registry.columns import DELTA_WIDENINGS, type_name
 from include.settings import Settings
 from include.storage.paths import StoragePath
 from spark_jobs.schemas import spark_schema
@@ -94,8 +98,6 @@ def create_table(spark: SparkSession, path: StoragePath, schema: StructType, par
     """CREATE TABLE delta.`path` as Delta's CREATE TABLE commits an empty table (one transaction on the path's log:
     schema, partitioning, validated properties, no data file), without the session catalog: its own CREATE reads
     the new table back through the catalog."""
-    import uuid
-
     jvm, utils = spark._jvm, spark._jvm.org.apache.spark.api.python.PythonUtils
     delta = jvm.org.apache.spark.sql.delta
     configuration = delta.DeltaConfigs.validateConfigurations(utils.toScalaMap(properties))
@@ -123,8 +125,6 @@ def add_columns(spark: SparkSession, path: StoragePath, fields: list[StructField
 
 def is_widening(before, after) -> bool:
     """Whether Delta's type widening changes a column of Spark type `before` to `after` in place."""
-    from include.registry.columns import DELTA_WIDENINGS, type_name
-
     return (type_name(before.simpleString()), type_name(after.simpleString())) in DELTA_WIDENINGS
 
 
@@ -173,8 +173,6 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
             settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
         elif source.kind == "kafka":  # a broker that is down, or a topic missing: one line, before Spark's trace
-            from include.kafka.connection import bootstrap_servers
-            from include.kafka.offsets import require_topics
 
             require_topics(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics)
         elif not is_delta_table(settings.layout.table(source.name)):

@@ -13,8 +13,11 @@ import threading
 from include.checkpoints.journal import refuse_if_pending
 from include.checkpoints.plan import PlanRequired, plan_job
 from include.checkpoints.validate import check_job_files
+from include.kafka.broker import BrokerError
+from include.kafka.connection import unreachable_broker
 from include.records import lease
 from include.settings import Settings
+from include.spark_session import get_spark
 
 log = logging.getLogger("lakehouse")
 
@@ -53,8 +56,6 @@ class SharedDriver:
 
     def session(self, app_name: str):
         if self.spark is None:
-            from include.spark_session import get_spark
-
             self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit)
             shield_jvm_from_stop_signals(self.spark)
             self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
@@ -64,9 +65,6 @@ class SharedDriver:
 def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
     """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
     checkpoint action, damaged checkpoint files, its Kafka broker down, a checkpoint plan other than resume."""
-    from include.kafka.broker import BrokerError
-    from include.kafka.connection import unreachable_broker
-
     if lease.is_held(settings, job.id):
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
     refuse_if_pending(settings, job.id)

@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime
 
 from include import checkpoints
+from include.checkpoints.modes import next_unread
 from include.checkpoints.plan import (
     Plan,
     added_columns,
@@ -30,6 +31,7 @@ from include.checkpoints.plan import (
 from include.records import checkpoint_audit
 from include.registry import JobSpec, Registry, RegistryError, load_registry
 from include.settings import Settings
+from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +69,6 @@ def check_input_columns(settings: Settings, job: JobSpec, columns: list[str]) ->
     Delta table it reads has them by now, the query's DataFrame predates them (Delta's source does not always notice
     a schema change made before it first reads the table): refuse the batch, so that the query starts again with a
     new DataFrame and reads them, instead of writing them null."""
-    from include.storage import delta as delta_store
-
     for source in job.sources:
         if source.kind != "delta":
             continue
@@ -133,8 +133,6 @@ def backfilled_sources(settings: Settings, job: JobSpec) -> frozenset[str]:
     """The Delta tables `job` reads whose row changes after its checkpoint's position are all backfills from
     `_rescued` (spark_jobs.rescued_backfill): its run passes over them (``skipChangeCommits``). A table with any other
     row change there (a DELETE, RESTORE, overwrite) is read as before: Delta's source fails on it, as it should."""
-    from include.checkpoints.modes import next_unread
-    from include.storage import delta as delta_store
     from spark_jobs.rescued_backfill import BACKFILL_TAG
 
     checkpoint = settings.layout.checkpoint(job.id)

@@ -27,6 +27,7 @@ from include.records.bookkeeping import read_state
 from include.records.heartbeats import read_heartbeat
 from include.registry import Registry, StatefulProcess, Trigger, load_registry
 from include.settings import Settings
+from include.spark_session import query_session
 from spark_jobs.driver import SharedDriver, preflight
 
 log = logging.getLogger("lakehouse")
@@ -143,7 +144,6 @@ class GroupDriver:
         except Exception as exc:
             self.ended(job_id, exc)
             return
-        from include.spark_session import query_session
 
         self.committed_before[job_id] = latest_committed_batch(self.settings.layout.checkpoint(job_id))
         spark = self.driver.session(f"lakehouse-group-{self.group}")  # in this (main) thread: it installs handlers

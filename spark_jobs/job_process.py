@@ -20,7 +20,9 @@ from include.records import run_outcomes
 from include.registry import load_registry
 from include.settings import Settings, load_settings
 from include.storage.paths import storage_path
+from spark_jobs import batch_hooks
 from spark_jobs.driver import SharedDriver, preflight
+from spark_jobs.group_driver import run_group
 
 log = logging.getLogger("lakehouse")
 
@@ -50,8 +52,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     one after another in dependency order: a job that fails or is refused is recorded and the run goes on with the
     jobs that do not read its tables (its readers are `not_run`: run now, they would miss what it adds when it runs
     later); the exit code is the first failure's (75 when some were only refused)."""
-    from spark_jobs import batch_hooks
-
     registry = load_registry(settings.registry_path)
     if args.outcomes:
         args.outcomes = storage_path(args.outcomes, settings.s3)
@@ -63,8 +63,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         members = registry.group_members(args.group)
         trigger = args.trigger or registry.job(members[0]).triggers["live"]
         if not trigger.available_now:
-            from spark_jobs.group_driver import run_group
-
             if args.shuffle_partitions is not None:
                 raise ValueError("--shuffle-partitions applies to one job: run the jobs one at a time")
             return run_group(settings, registry, args.group, None if args.trigger is None else trigger,

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
@@ -43,8 +44,6 @@ def add_listener(spark: SparkSession, listener: StreamingQueryListener):
     conversion resolves classes by name (a scan of the class path). Measured live, that made the
     listener thread a tenth of the driver's CPU; one `json()` call per event costs one round trip.
     """
-    from pyspark.java_gateway import ensure_callback_server_started
-
     context = spark.sparkContext
     ensure_callback_server_started(context._gateway)
     bridge = context._jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_JsonEvents(listener))

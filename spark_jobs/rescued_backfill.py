@@ -29,7 +29,9 @@ from include.registry import RESCUED_COLUMN, JobSpec, Registry
 from include.registry.specs import Deduplicate, ParseJson
 from include.settings import Settings
 from include.spark_session import RESCUED_FIELDS_FUNCTION, session_confs
+from include.storage import delta as delta_store
 from spark_jobs import strict_json
+from spark_jobs.delta_tables import appends_opened
 from spark_jobs.transforms import json_fields, typed_value
 
 log = logging.getLogger(__name__)
@@ -110,7 +112,6 @@ def update_table(spark: SparkSession, path: str, columns: dict[str, str], proper
     `_rescued` (null when none is left)."""
     from delta.tables import DeltaTable
 
-    from spark_jobs.delta_tables import appends_opened
 
     fills = {c: _rescued_value(c, t) for c, t in columns.items()}
     condition = None
@@ -128,8 +129,6 @@ def backfill(spark: SparkSession, settings: Settings, registry: Registry, job_id
              columns: list[str] | None = None, *, dry_run: bool = False, actor: str | None = None) -> list[ColumnFill]:
     """Fill `columns` (default: all the source declares) from `_rescued` in the bronze job's table and its
     pass-through copies downstream; with `dry_run`, only count. Returns what was (would be) filled per table."""
-    from include.storage import delta as delta_store
-
     jobs = backfill_jobs(registry, job_id)
     wanted = fill_columns(jobs[0], columns)
     actor = actor or checkpoint_audit.default_actor()

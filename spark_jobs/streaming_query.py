@@ -25,6 +25,9 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.validate import check_job_files
+from include.kafka.broker import BrokerError
+from include.kafka.connection import unreachable_broker
+from include.ops.health import memory_bytes
 from include.records import batch_ledger, job_requests, lease, log_rotation
 from include.records.heartbeats import write_heartbeat
 from include.registry import (
@@ -395,7 +398,6 @@ def _failure(run: QueryRun, error: str, summary: str) -> Exception:
         log.error("%s", hint)
     down = kafka_down(run.settings, job)
     if down:  # Spark's trace says only that its fetches timed out: say why, in one line
-        from include.kafka.broker import BrokerError
 
         return BrokerError(f"job {job.id!r} stopped: {down} (it resumes from its checkpoint when the broker is back)"
                            f"; {summary}")
@@ -405,8 +407,6 @@ def _failure(run: QueryRun, error: str, summary: str) -> Exception:
 def state_memory_bytes(spark: SparkSession) -> int | None:
     """The heap the job's state lives in, as the health check measures it: in local mode the driver's JVM (its
     executors run there), else an executor's (spark.executor.memory)."""
-    from include.ops.health import memory_bytes
-
     context = spark.sparkContext
     if context.master.startswith("local"):
         return int(context._jvm.java.lang.Runtime.getRuntime().maxMemory())
@@ -415,8 +415,6 @@ def state_memory_bytes(spark: SparkSession) -> int | None:
 
 def kafka_down(settings: Settings, job: JobSpec) -> str | None:
     """"broker unreachable at host:port" when a Kafka source's broker does not answer now."""
-    from include.kafka.connection import unreachable_broker
-
     return unreachable_broker(settings, job) if any(s.kind == "kafka" for s in job.sources) else None
 
 

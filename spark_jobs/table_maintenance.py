@@ -11,18 +11,22 @@ conflict and fail the writer's batch. Appends and VACUUM do not conflict with a 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import uuid
 
 from pyspark.sql import SparkSession
 
+from include.catalog.tables import named_tables, register_or_warn
+from include.logging_setup import configure_logging
+from include.ops.launch import report_failure
 from include.ops.ops_maintenance import maintain_ops_tables
 from include.records import lease, maintenance_log
-from include.registry import Registry
+from include.registry import Registry, load_registry
 from include.registry.vocabulary import AUTO_COMPACT
-from include.settings import Settings
-from include.spark_session import session_confs
+from include.settings import Settings, load_settings
+from include.spark_session import get_spark, session_confs
 from include.storage.paths import StoragePath
 from spark_jobs.delta_tables import is_delta_table
 
@@ -52,7 +56,6 @@ def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables
     maintenance_log.record(settings, rows)
     if not tables:  # every table: the operational ones too (include/ops/ops_maintenance.py), and their names
         rows += maintain_ops_tables(settings, run_id)
-        from include.catalog.tables import named_tables, register_or_warn
 
         register_or_warn(spark, settings, named_tables(settings, registry))
     return rows
@@ -126,9 +129,6 @@ def render(rows: list[dict]) -> str:
 
 def run(settings: Settings, tables: list[str], run_id: str = "") -> int:
     """Maintain `tables` (default: all) in this process; exit code 1 when an operation failed."""
-    from include.registry import load_registry
-    from include.spark_session import get_spark
-
     registry = load_registry(settings.registry_path)
     spark = get_spark(settings, app_name="lakehouse-maintain")
     rows = maintain(spark, settings, registry, tables or None, run_id)
@@ -138,12 +138,6 @@ def run(settings: Settings, tables: list[str], run_id: str = "") -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`spark-submit spark_jobs/entrypoints/maintain_tables.py [<table>...] [--run-id ID]` (the lakehouse_maintenance DAG)."""
-    import argparse
-
-    from include.logging_setup import configure_logging
-    from include.ops.launch import report_failure
-    from include.settings import load_settings
-
     parser = argparse.ArgumentParser(prog="spark_jobs/entrypoints/maintain_tables.py", description=main.__doc__)
     parser.add_argument("tables", nargs="*")
     parser.add_argument("--run-id", default="")

@@ -12,6 +12,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.checkpoints.plan import delta_start_options
+from include.kafka.connection import bootstrap_servers
+from include.kafka.offsets import starting_options
 from include.registry import PROCESSORS, RESCUED_COLUMN, JobSpec, SourceSpec
 from include.settings import Settings
 from include.spark_session import RESCUED_FIELDS_FUNCTION
@@ -53,7 +56,6 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         reader = reader.option("skipChangeCommits", "true")
     table = settings.layout.table(source.name)
     if starting:
-        from include.checkpoints.plan import delta_start_options
         from include.storage import delta as delta_store
 
         starting = delta_start_options(starting, source.name, delta_store.latest_version(table))
@@ -86,9 +88,6 @@ def first_commit_start(settings: Settings, source: SourceSpec) -> dict[str, str]
 def kafka_stream(reader, settings: Settings, source: SourceSpec, max_offsets: int | None,
                  starting: dict[str, str] | None) -> DataFrame:
     """Spark's Kafka source over the source's topics: offsets in the checkpoint, never in a consumer group."""
-    from include.kafka.connection import bootstrap_servers
-    from include.kafka.offsets import starting_options
-
     topics = source.kafka
     reader = (reader.format("kafka")
               .option("kafka.bootstrap.servers", bootstrap_servers(settings, topics.connection))

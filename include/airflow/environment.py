@@ -9,6 +9,7 @@ local-filesystem secrets backend.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,8 +62,6 @@ def airflow_command() -> list[str]:
 def start_airflow(settings: Settings, args: list[str], log_file: Path | None = None, env: dict | None = None):
     """Start an `airflow` CLI command with the project's environment (or `env`), its output appended to `log_file`
     (or on this process's terminal when None); returns the subprocess.Popen."""
-    import subprocess
-
     command, env = airflow_command() + args, env or airflow_environment(settings)
     if log_file is None:
         return subprocess.Popen(command, env=env, cwd=REPO_ROOT)

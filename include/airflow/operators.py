@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, BaseOperatorLink
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from include.airflow.docs import data_docs_path, data_docs_url
 from include.airflow.environment import SPARK_POOL
+from include.airflow.tasks import validate_tables
+from include.catalog_client import answers
 from include.ops.launch import (
     CHECKPOINT_ENTRY,
     MAINTAIN_ENTRY,
@@ -19,8 +26,11 @@ from include.ops.launch import (
     job_submit_kwargs,
     submit_kwargs,
 )
-from include.registry import ResourcesSpec
+from include.records import job_requests, lease, run_outcomes
+from include.records.heartbeats import read_heartbeat
+from include.registry import ResourcesSpec, load_registry
 from include.settings import Settings
+from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
 
 def shared_outcomes(settings: Settings, ti):
@@ -31,8 +41,6 @@ def shared_outcomes(settings: Settings, ti):
 def stop_then_kill(operator: SparkSubmitOperator, settings: Settings, job_ids: list[str]) -> None:
     """A task kill (the UI, a timeout): ask the jobs to stop at their next batch boundary and wait up to the stop
     grace for the driver to exit 0; only then does the hook kill (SIGKILL) what is left."""
-    from include.records import job_requests
-
     process = getattr(operator._hook, "_submit_sp", None) if getattr(operator, "_hook", None) else None
     if process is not None and process.poll() is None:
         operator.log.info("asking %s to stop at the next batch boundary", ", ".join(job_ids))
@@ -64,10 +72,6 @@ class SharedDriverOperator(SparkSubmitOperator):
         self.running: list[str] = []
 
     def execute(self, context):
-        from airflow.sdk.exceptions import AirflowException
-
-        from include.records import lease, run_outcomes
-        from include.registry import load_registry
 
         selected = (context.get("params") or {}).get("jobs") or self.job_ids
         lease.wait_while_catching_up(self.lakehouse_settings, [j for j in self.job_ids if j in selected],
@@ -122,9 +126,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self.lakehouse_settings = settings
 
     def execute(self, context):
-        from airflow.sdk.exceptions import AirflowException, AirflowSkipException
-
-        from include.records import lease, run_outcomes
 
         ti = context["ti"]
         outcome = run_outcomes.read(shared_outcomes(self.lakehouse_settings, ti), self.job_id)
@@ -152,8 +153,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
     def _log_run_summary(self, since: datetime) -> None:
         """End the task's log with the job's summary line (batches, rows in and out per table, duration)."""
-        from include.records.heartbeats import read_heartbeat
-
         beat = read_heartbeat(self.lakehouse_settings, self.job_id) or {}
         if beat.get("summary") and datetime.fromisoformat(beat["updated_at"]) >= since:
             self.log.info("%s", beat["summary"])
@@ -163,8 +162,6 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         super().on_kill()
 
     def _running_elsewhere(self) -> str:
-        from include.records import lease
-
         owner = lease.read_lease(self.lakehouse_settings, self.job_id)
         if owner and owner.get("action"):
             return f"{lease.describe_holder(self.job_id, owner)}. Skipped: run the backfill again once it ends"
@@ -198,14 +195,6 @@ class CatalogSqlOperator(SparkSqlOperator):
         self.settings = settings
 
     def execute(self, context):
-        import os
-        import sys
-        from pathlib import Path
-
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from include.catalog_client import answers
-        from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
         if not answers(self.settings.metastore_uri):
             raise AirflowSkipException(f"no catalog answers at {self.settings.metastore_uri} (lakehouse catalog up)")
@@ -236,8 +225,6 @@ class CheckpointOperator(SparkSubmitOperator):
         self.args_key = args_key
 
     def execute(self, context):
-        from airflow.sdk.exceptions import AirflowSkipException
-
         planned = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         if not planned.get(self.args_key):
             raise AirflowSkipException(f"nothing to do: {planned.get('skip_reason', 'see the plan task')}")
@@ -273,10 +260,6 @@ class QualityCheckOperator(BaseOperator):
         self.report_link = ""
 
     def execute(self, context):
-        from airflow.sdk.exceptions import AirflowException
-
-        from include.airflow.docs import data_docs_path, data_docs_url
-        from include.airflow.tasks import validate_tables
 
         params = context.get("params") or {}
         selected = params.get("jobs") or []

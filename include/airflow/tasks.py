@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import logging
+import textwrap
+import time
 
 from include.airflow import load
+from include.airflow.callbacks import RequestRefused
+from include.checkpoints.request import from_params, verify_request
+from include.ops import processes
+from include.ops.admission import CapacityFull
+from include.records import lease
+from include.records.bookkeeping import read_state
+from include.records.lease import LeaseHeld
 
 log = logging.getLogger(__name__)
 
@@ -13,7 +22,7 @@ def validate_tables(tables: list[str], full: bool = False, origin: str | None = 
     """Task body: run the quality suites of `tables` (`origin`: the task's UI path, linked from its pages).
     Returns (summary, the report page relative to the Data Docs folder, the blocking failures as `table:check`);
     warnings are only recorded."""
-    from include.quality import run_quality
+    from include.quality.runner import run_quality
 
     settings, registry = load()
     if not tables:
@@ -29,10 +38,7 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
     """Task body of `lakehouse_live`, for a group of live jobs (one driver) or a job alone: per job, stop or start it
     on request, else supervise it per its policy; a line per job in the log. Fails, once every job is seen to, when a
     job gave up, is blocked or breached its state health."""
-    from include.ops import processes
-    from include.ops.admission import CapacityFull
     from include.ops.supervisor import supervise_job
-    from include.records.lease import LeaseHeld
 
     settings, registry = load()
     params = params or {}
@@ -71,11 +77,7 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
     """After the check, watch the jobs for `seconds` (every `poll_seconds`, from their leases: no Spark, no Delta
     read): a job that went down is supervised at once, and again once its backoff allows, instead of at the next
     scheduled run. A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
-    import time
-
     from include.ops.supervisor import supervise_job
-    from include.records import lease
-    from include.records.bookkeeping import read_state
 
     members = registry.live_units()[unit]
     deadline = time.monotonic() + seconds
@@ -137,9 +139,7 @@ def checkpoint_plan(params: dict, run_id: str) -> dict:
     """`checkpoint_reset`'s first task: validate the form and the action against the registry, the checkpoints and
     the tables, and show what it would do (the approval's text). A request that may not run fails this task with
     one line (RequestRefused: no traceback, no alert) and is recorded in `_ops/checkpoint_audit` as refused."""
-    from include.airflow.callbacks import RequestRefused
     from include.checkpoints.preview import preview, render_markdown
-    from include.checkpoints.request import from_params, verify_request
 
     settings, registry = load()
     actor = f"dag:checkpoint_reset/{run_id}"
@@ -173,9 +173,6 @@ def _record_refusal(settings, actor: str, params: dict, reason: str) -> None:
 
 def stop_live_jobs(planned: dict) -> list[str]:
     """Stop (at a batch boundary) the target jobs that run now; the ones stopped are restarted at the end."""
-    from include.ops import processes
-    from include.records import lease
-
     if planned["dry_run"]:
         return []
     settings, _ = load()
@@ -191,8 +188,6 @@ def stop_live_jobs(planned: dict) -> list[str]:
 
 def restart_live_jobs(stopped: list[str] | None) -> list[str]:
     """Start again the jobs `stop_live_jobs` stopped (whatever happened in between)."""
-    from include.ops import processes
-
     settings, registry = load()
     for job_id in stopped or []:
         processes.start_job(settings, registry, job_id)
@@ -230,8 +225,6 @@ def audit_checkpoint_run(planned: dict | None, failed_tasks: list[str], run_id: 
 def _audit_line(row: dict) -> str:
     """An audit row as the task log shows it: what happened on one line, the detail wrapped below (the log viewer
     does not wrap)."""
-    import textwrap
-
     detail = textwrap.fill(row["detail"] or "", width=110, initial_indent="    ", subsequent_indent="    ",
                            break_long_words=False, break_on_hyphens=False)
     return f"{row['job']}: {row['mode']} {row['outcome']}" + (f"\n{detail}" if detail.strip() else "")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -142,9 +144,6 @@ def create_schema(files: MetastoreFiles, settings: Settings) -> None:
     a table is created on its first use, and on PostgreSQL that DDL can wait for a lock the transaction of another
     call holds while that call waits in the JVM for the DDL's lock: seen as a cluster's first CREATE DATABASE that
     never answered. (Derby's schema is still created on the first start: one JVM owns it.)"""
-    import subprocess
-    import zipfile
-
 
     [jar] = sorted((spark_home() / "jars").glob("hive-metastore-*.jar"))[-1:]
     model = files.home / "package.jdo"

@@ -14,7 +14,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from include.catalog import sql_endpoint
+from include.daemons import spark_home
 from include.settings import Settings
+from include.spark_session import get_spark
 
 FORMATS = ("table", "csv", "json")
 PROMPT = re.compile(r"\d+: jdbc:hive2://\S+> ")  # beeline's prompt, which it writes even when silent
@@ -32,8 +35,6 @@ class QueryResult:
 
 
 def run_query(settings: Settings, statement: str) -> QueryResult:
-    from include.catalog import sql_endpoint
-
     statement = statement.strip().rstrip(";").strip()
     if not statement:
         raise QueryError("no statement given")
@@ -44,9 +45,6 @@ def run_query(settings: Settings, statement: str) -> QueryResult:
 
 def through_endpoint(settings: Settings, statement: str) -> QueryResult:
     """The statement through beeline (JDBC), its password in a file readable by this user only."""
-    from include.catalog import sql_endpoint
-    from include.daemons import spark_home
-
     url = sql_endpoint.jdbc_url(settings)
     with tempfile.TemporaryDirectory(prefix="lakehouse-query-") as directory:
         password_file = os.path.join(directory, "password")
@@ -75,7 +73,6 @@ def endpoint_error(stderr: str) -> str:
 def in_local_session(settings: Settings, statement: str) -> QueryResult:
     """The statement in this process's Spark session on the catalog, read-only."""
     from include.catalog.tables import on_catalog
-    from include.spark_session import get_spark
 
     spark = get_spark(settings, app_name="lakehouse-query", read_only=True)
     if not on_catalog(spark):

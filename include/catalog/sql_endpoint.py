@@ -21,8 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from include.connections import secrets_environment
 from include.daemons import Daemon, port_taken
+from include.ops.launch import job_environment, submit_kwargs
 from include.settings import Settings
+from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +95,11 @@ def answers(settings: Settings, timeout: float = 2.0) -> bool:
 
 def submit_command(settings: Settings) -> list[str]:
     """spark-submit of the Thrift server on the `spark_default` connection, with the lakehouse's confs."""
-    from include.connections import secrets_environment
-
     for key, value in secrets_environment().items():  # the connections file, for a command outside Airflow
         os.environ.setdefault(key, value)
     with contextlib.redirect_stdout(sys.stderr):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    from include.ops.launch import submit_kwargs
-    from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
     confs = lakehouse_confs(settings)
     if confs.get("spark.sql.catalogImplementation") != "hive":
@@ -123,8 +122,6 @@ def submit_command(settings: Settings) -> list[str]:
 def up(settings: Settings) -> tuple[bool, str]:
     """Start the endpoint in the background unless one answers on its port; wait until it answers.
     Returns (started, message); raises EndpointError saying why it cannot start."""
-    from include.ops.launch import job_environment
-
     if answers(settings):
         return False, f"the SQL endpoint already answers at {jdbc_url(settings)}"
     if port_taken(settings.sql_bind or "0.0.0.0", settings.sql_port):

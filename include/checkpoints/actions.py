@@ -13,6 +13,7 @@ from include.checkpoints.request import CheckpointRequest
 from include.records import lease
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from include.spark_session import get_spark
 from include.storage.paths import StoragePath
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ class ActionContext:
     @property
     def spark(self) -> SparkSession:
         if self.session is None:
-            from include.spark_session import get_spark
-
             self.session = get_spark(self.settings, app_name="lakehouse-checkpoint")
         return self.session
 

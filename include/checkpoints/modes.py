@@ -31,12 +31,18 @@ from include.checkpoints.actions import (
     put_back_text,
     restore_tables_text,
 )
+from include.checkpoints.kafka_offsets import checkpoint_offsets
 from include.checkpoints.ownership import own_rows_condition
 from include.checkpoints.plan import AFTER_VERSIONS, downstream_jobs
 from include.checkpoints.validate import CheckpointDamaged, check_state_version
+from include.kafka.broker import BrokerError
+from include.kafka.connection import bootstrap_servers
+from include.kafka.offsets import require_topics
+from include.kafka.offsets import starting_options as kafka_starting_options
 from include.records import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
+from include.storage import delta as delta_store
 from include.storage.paths import StoragePath
 
 
@@ -79,7 +85,6 @@ class ResetCheckpointRules(ModeRules):
             check_position(ctx.settings.layout.table(source.name), source.name, kind, value, job.id)
         starting = starting_options(kind, value)
         if kind == "latest":  # the versions now: a first batch planned after more commits starts after these
-            from include.storage import delta as delta_store
 
             starting[AFTER_VERSIONS] = {s.name: delta_store.latest_version(ctx.settings.layout.table(s.name))
                                         for s in job.sources}
@@ -95,10 +100,6 @@ class ResetCheckpointRules(ModeRules):
 
 def kafka_position(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> dict[str, str]:
     """Kafka reader options of a new checkpoint at the position, once the broker and the topics answer."""
-    from include.kafka.broker import BrokerError
-    from include.kafka.connection import bootstrap_servers
-    from include.kafka.offsets import require_topics, starting_options
-
     if kind == "version":
         raise ActionRefused(f"job {job.id!r} reads a Kafka topic, which has no versions: use --from-earliest, "
                             "--from-timestamp or --from-latest")
@@ -107,14 +108,12 @@ def kafka_position(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> d
             require_topics(bootstrap_servers(ctx.settings, source.kafka.connection), source.kafka.topics)
         except BrokerError as exc:
             raise ActionRefused(f"job {job.id!r}: {exc}") from None
-    return starting_options(value if kind == "timestamp" else kind)
+    return kafka_starting_options(value if kind == "timestamp" else kind)
 
 
 def check_position(table: StoragePath, name: str, kind: str, value: Any, job_id: str) -> None:
     """Refuse a position Delta's streaming source could not start from: a version the table does not have (or its
     log no longer keeps), a time after its latest commit."""
-    from include.storage import delta as delta_store
-
     if not delta_store.table_exists(table):
         raise ActionRefused(f"job {job_id!r}: its source table {name} does not exist yet: nothing to start from")
     commits = sorted(int(p.stem) for p in (table / "_delta_log").glob("*.json") if p.stem.isdigit())
@@ -147,8 +146,6 @@ def starting_options(kind: str, value: Any) -> dict[str, str]:
 
 def position_effect(ctx: ActionContext, job: JobSpec) -> str:
     """What a reset to the requested position may miss or repeat, per source table, in plain words."""
-    from include.storage import delta as delta_store
-
     kind, value = ctx.request.position
     if any(s.kind == "kafka" for s in job.sources):
         return kafka_effect(ctx, job, kind, value)
@@ -180,8 +177,6 @@ def position_effect(ctx: ActionContext, job: JobSpec) -> str:
 
 def kafka_effect(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> str:
     """What a reset of a Kafka job to the position may miss or repeat, against what the old checkpoint had read."""
-    from include.checkpoints.kafka_offsets import checkpoint_offsets
-
     read = checkpoint_offsets(ctx.checkpoint(job.id))
     done = ("the old checkpoint had read " + "; ".join(f"{topic} up to offsets {offsets}" for topic, offsets in
                                                        read.items()) if read else "the old checkpoint had read nothing")

@@ -31,6 +31,11 @@ import json
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
+from include import checkpoints
+from include.checkpoints.journal import pending_for_checkpoint
+from include.checkpoints.kafka_offsets import check_checkpoint
+from include.kafka.broker import BrokerError
+from include.kafka.connection import bootstrap_servers
 from include.registry import (
     DELTA_WIDENINGS,
     PROCESSORS,
@@ -200,9 +205,6 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     `inside_action` the id of the checkpoint action that runs the job (its own journal does not block it);
     `settings` (where the broker is) lets a Kafka job's offsets be checked against its topics.
     """
-    from include import checkpoints
-    from include.checkpoints.journal import pending_for_checkpoint
-
     journal = pending_for_checkpoint(checkpoint, job.id)
     if journal is not None and journal.id != inside_action:
         return Plan(job.id, PENDING, note=journal.describe(job.id))
@@ -286,10 +288,6 @@ def widened_columns(plan: Plan) -> dict[str, tuple[str, str]]:
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:
     """The changes (and notes) the checkpoint's Kafka offsets need against the topics on the broker."""
-    from include.checkpoints.kafka_offsets import check_checkpoint
-    from include.kafka.broker import BrokerError
-    from include.kafka.connection import bootstrap_servers
-
     changes, notes = [], []
     for source in sources:
         bootstrap = bootstrap_servers(settings, source.kafka.connection)

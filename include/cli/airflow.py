@@ -7,6 +7,8 @@ import os
 import sys
 
 from include import arguments
+from include.airflow.environment import airflow_command, airflow_environment, run_airflow, setup_steps
+from include.airflow.history import clean_history, keep_cleaning
 from include.cli.command import command
 from include.settings import Settings
 
@@ -14,8 +16,6 @@ from include.settings import Settings
 @command("airflow-setup", "prepare Airflow's metadata DB: schema, and the lakehouse_spark pool")
 def airflow_setup(settings: Settings, args: argparse.Namespace) -> int:
     """`airflow db migrate` and the `lakehouse_spark` pool (what `make airflow` and `lakehouse demo` run first)."""
-    from include.airflow.environment import run_airflow, setup_steps
-
     for step in setup_steps(settings):
         code = run_airflow(settings, step)
         if code != 0:
@@ -30,8 +30,6 @@ def _airflow_arguments(airflow: argparse.ArgumentParser) -> None:
 
 @command("airflow", "run an airflow command with this project's DAGs and connections", _airflow_arguments)
 def airflow(settings: Settings, args: argparse.Namespace) -> int:
-    from include.airflow.environment import airflow_command, airflow_environment
-
     line = airflow_command() + list(args.airflow_args)
     env = airflow_environment(settings)
     if args.airflow_args[:1] == ["standalone"]:  # say where the UI and its login are, whichever route started it
@@ -51,8 +49,6 @@ def _history_arguments(history: argparse.ArgumentParser) -> None:
 @command("airflow-history", "delete Airflow's runs, task instances and log files older than "
                             "LAKEHOUSE_AIRFLOW_HISTORY_DAYS (airflow db clean)", _history_arguments, needs_root=False)
 def airflow_history(settings: Settings, args: argparse.Namespace) -> int:
-    from include.airflow.history import clean_history, keep_cleaning
-
     if args.every:
         keep_cleaning(settings, args.every)
     sys.stdout.write(clean_history(settings).render() + "\n")

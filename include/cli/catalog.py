@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from include.catalog import metastore, sql_endpoint
+from include.catalog.query import QueryError, render, run_query
 from include.cli.command import command, print_status
 from include.registry import load_registry
 from include.settings import Settings
+from include.spark_session import get_spark
 
 
 def _catalog_arguments(catalog: argparse.ArgumentParser) -> None:
@@ -25,8 +28,6 @@ def _catalog_arguments(catalog: argparse.ArgumentParser) -> None:
 @command("catalog", "the catalog of the lakehouse's tables: a Hive metastore (LAKEHOUSE_METASTORE_URI)",
          _catalog_arguments, needs_root=False, reports=True)
 def catalog(settings: Settings, args: argparse.Namespace) -> int:
-    from include.catalog import metastore
-
     try:
         if args.catalog_command == "up":
             _, message = metastore.up(settings)
@@ -52,7 +53,6 @@ def catalog_sync(settings: Settings) -> int:
     """`lakehouse catalog sync`: every table by name, through a Spark session on the catalog (none started while no
     table exists yet)."""
     from include.catalog.tables import is_delta_table, named_tables, on_catalog, register
-    from include.spark_session import get_spark
 
     tables = named_tables(settings, load_registry(settings.registry_path))
     if not any(is_delta_table(t.location) for t in tables):
@@ -81,8 +81,6 @@ def _sql_arguments(sql: argparse.ArgumentParser) -> None:
 @command("sql", "the SQL endpoint over the catalog: Spark's Thrift server (JDBC, LAKEHOUSE_SQL_PORT), read-only, "
                 "behind a login", _sql_arguments, needs_root=False, reports=True)
 def sql(settings: Settings, args: argparse.Namespace) -> int:
-    from include.catalog import sql_endpoint
-
     try:
         if args.sql_command == "up":
             _, message = sql_endpoint.up(settings)
@@ -110,8 +108,6 @@ def _query_arguments(query: argparse.ArgumentParser) -> None:
 @command("query", "one read-only SQL statement over the catalog: through the SQL endpoint when it answers, else in "
                   "a local session", _query_arguments, needs_root=False, reports=True)
 def query(settings: Settings, args: argparse.Namespace) -> int:
-    from include.catalog.query import QueryError, render, run_query
-
     try:
         result = run_query(settings, args.statement)
     except QueryError as exc:

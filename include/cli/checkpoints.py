@@ -8,10 +8,13 @@ import json
 import sys
 
 from include import arguments
+from include.checkpoints import inspect
+from include.checkpoints.plan import plan_job
 from include.checkpoints.request import MODES, add_arguments, from_args
 from include.cli.command import command
 from include.registry import load_registry
 from include.settings import Settings
+from include.spark_session import get_spark
 
 
 def _checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
@@ -32,20 +35,15 @@ def _checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
 def checkpoint(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(settings.registry_path)
     if args.checkpoint_command == "plan":
-        from include.checkpoints.plan import plan_job
-
         plans = [plan_job(registry.job(j), registry, settings.layout.checkpoint(j), settings=settings) for j in args.jobs or registry.order]
         text = (json.dumps([p.as_dict() for p in plans], indent=2, default=str) if args.json
                 else "\n".join(p.render() for p in plans))
         sys.stdout.write(text + "\n")
         return 0
     if args.checkpoint_command == "inspect":
-        from include.checkpoints import inspect
-
         job = registry.job(args.job)
         operators = None
         if not args.no_state:
-            from include.spark_session import get_spark
             from spark_jobs.state_inspect import state_operators
 
             operators = state_operators(get_spark(settings, app_name="lakehouse-inspect"),
@@ -68,7 +66,6 @@ def _state_arguments(state: argparse.ArgumentParser) -> None:
 @command("state", "what a job's state store holds, per operator (the job may be stopped)", _state_arguments,
          reports=True)
 def state(settings: Settings, args: argparse.Namespace) -> int:
-    from include.spark_session import get_spark
     from spark_jobs.state_inspect import StateUnavailable, inspect_state, render
 
     registry = load_registry(settings.registry_path)
@@ -96,7 +93,6 @@ def _schema_arguments(schema: argparse.ArgumentParser) -> None:
 
 @command("schema", "schema changes: fill added columns from what bronze rescued", _schema_arguments, reports=True)
 def schema(settings: Settings, args: argparse.Namespace) -> int:
-    from include.spark_session import get_spark
     from spark_jobs.rescued_backfill import backfill, backfill_jobs, fill_columns, render
 
     registry = load_registry(settings.registry_path)

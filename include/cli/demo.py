@@ -11,11 +11,25 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 
 from include import arguments
+from include.airflow import run_follower
+from include.airflow.environment import (
+    airflow_environment,
+    airflow_home,
+    run_airflow,
+    setup_steps,
+    start_airflow,
+)
+from include.catalog import metastore
 from include.cli.command import command
 from include.cli.generate import generate_into
 from include.generator import GeneratorConfig
+from include.kafka import broker
+from include.kafka.connection import bootstrap_servers
+from include.objectstore import server
 from include.registry import Registry, Trigger, load_registry
 from include.settings import Settings, load_settings
+from spark_jobs.driver import install_stop_handler
+from spark_jobs.job_process import run
 
 
 def _arguments(demo: argparse.ArgumentParser) -> None:
@@ -56,8 +70,6 @@ def _started_for_the_demo(started: bool, message: str, stop: Callable[[], str]) 
 def catalog_for_demo(settings: Settings) -> AbstractContextManager[None]:
     """A context in which the catalog answers when it can: the one running, or one started here (a local URI) and
     stopped on exit; one that cannot start is one line, and the demo runs without it."""
-    from include.catalog import metastore
-
     try:
         started, message = metastore.up(settings)
     except metastore.CatalogError as exc:
@@ -70,8 +82,6 @@ def catalog_for_demo(settings: Settings) -> AbstractContextManager[None]:
 def store_for_demo(settings: Settings) -> Iterator[Settings]:
     """A context in which the S3 root answers: the server running, or, for a local endpoint, one started here and
     stopped on exit; yields the settings (with the credentials a new server made)."""
-    from include.objectstore import server
-
     local = settings.s3.endpoint and server.host_port(settings.s3.endpoint)[0] in ("127.0.0.1", "localhost")
     if not local or server.answers(settings.s3):
         yield settings
@@ -83,24 +93,18 @@ def store_for_demo(settings: Settings) -> Iterator[Settings]:
 
 def broker_for_demo(settings: Settings) -> AbstractContextManager[None]:
     """A context in which a Kafka broker answers: the one running, or one started here and stopped on exit."""
-    from include.kafka import broker
-    from include.kafka.connection import bootstrap_servers
-
     started, message = broker.up(settings, bootstrap_servers(settings))
     return _started_for_the_demo(started, message, lambda: broker.down(settings))
 
 
 def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -> int:
     from include.summary import summarize
-    from spark_jobs.driver import install_stop_handler
 
     stop = install_stop_handler()
     sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
     for _, source in sorted(sources.items()):
         generate_into(settings, source, GeneratorConfig(events=args.events, seed=args.seed, files=args.files))
     if args.direct:
-        from spark_jobs.job_process import run
-
         if stop.is_set():
             return 0
         every_job = argparse.Namespace(jobs=list(registry.order), group=None, trigger=Trigger(available_now=True),
@@ -109,7 +113,7 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
         if code:
             sys.stderr.write(f"lakehouse demo: not every job finished (exit {code}); their lines are above\n")
             return code
-        from include.quality import run_quality
+        from include.quality.runner import run_quality
 
         sys.stdout.write(run_quality(settings, registry).render() + "\n")
         from include.ops.health_report import build
@@ -132,21 +136,12 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
 def demo_through_airflow(settings: Settings) -> list[str] | None:
     """`airflow db migrate` and the Spark pool, then `airflow dags test lakehouse_backfill`, writing a line per
     task as the run goes; returns the failed step, or None."""
-    from include.airflow.environment import (
-        airflow_environment,
-        airflow_home,
-        run_airflow,
-        setup_steps,
-        start_airflow,
-    )
-
     log_file = settings.layout.demo_log
     sys.stderr.write(f"running lakehouse_backfill through Airflow (AIRFLOW_HOME={airflow_home()}); log: {log_file}\n")
     for step in setup_steps(settings):
         if run_airflow(settings, step, log_file) != 0:
             return step
     os.environ.update(airflow_environment(settings))  # this process reads the run's progress from Airflow's DB
-    from include.airflow import run_follower
 
     started = time.monotonic()
     before = run_follower.latest_run_id("lakehouse_backfill")

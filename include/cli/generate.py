@@ -8,7 +8,14 @@ import sys
 
 from include import arguments
 from include.cli.command import command
-from include.generator import GenerationResult, GeneratorConfig
+from include.generator import (
+    DEFAULT_START,
+    GenerationResult,
+    GeneratorConfig,
+    produce_to_topic,
+    write_landing,
+)
+from include.kafka.connection import bootstrap_servers
 from include.registry import SourceSpec, load_registry
 from include.settings import Settings
 
@@ -17,8 +24,6 @@ def generate_into(settings: Settings, source: SourceSpec, config: GeneratorConfi
                   partitions: int = 3) -> GenerationResult:
     """The generator's records of `source` as landing files, or as messages on its topic (the default: what the
     source reads)."""
-    from include.generator import produce_to_topic, write_landing
-
     to = to or ("kafka" if source.kind == "kafka" else "files")
     if to == "files":
         if source.kind != "landing":
@@ -26,7 +31,6 @@ def generate_into(settings: Settings, source: SourceSpec, config: GeneratorConfi
         return write_landing(settings.layout.landing(source.path), source.name, config)
     if source.kind != "kafka":
         raise ValueError(f"source {source.name!r} reads landing files ({source.path}), not a topic: use --to files")
-    from include.kafka.connection import bootstrap_servers
 
     return produce_to_topic(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics[0],
                             source.name, config, partitions)
@@ -53,8 +57,6 @@ def _arguments(gen: argparse.ArgumentParser) -> None:
 
 @command("generate", "write deterministic test data into landing/<source>/", _arguments)
 def generate(settings: Settings, args: argparse.Namespace) -> int:
-    from include.generator import DEFAULT_START
-
     registry = load_registry(settings.registry_path)
     sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
     if args.source not in sources:

@@ -7,16 +7,17 @@ import argparse
 import sys
 
 from include.cli.command import command
+from include.ops.processes import stop_job, stop_jobs
+from include.records import lease
 from include.registry import load_registry
 from include.settings import Settings
 from spark_jobs.job_process import add_run_arguments
+from spark_jobs.job_process import run as run_jobs
 
 
 @command("run", "run registry jobs as streaming queries (as spark-submit spark_jobs/entrypoints/run_job.py does); "
                 "several jobs share one driver, one after another", add_run_arguments)
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from spark_jobs.job_process import run as run_jobs
-
     return run_jobs(settings, args)
 
 
@@ -40,9 +41,6 @@ def _stop_arguments(stop: argparse.ArgumentParser) -> None:
 
 @command("stop", "ask a running job (or --all) to stop at its next batch boundary", _stop_arguments)
 def stop(settings: Settings, args: argparse.Namespace) -> int:
-    from include.ops.processes import stop_job, stop_jobs
-    from include.records import lease
-
     registry = load_registry(settings.registry_path)
     if bool(args.all) == bool(args.job):
         raise ValueError("name one job, or --all" if not args.all else "name one job or --all, not both")

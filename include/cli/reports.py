@@ -28,7 +28,7 @@ def _quality_arguments(quality: argparse.ArgumentParser) -> None:
 @command("quality", "Great Expectations checks of the gold tables (and bronze's rescued fields)", _quality_arguments,
          reports=True)
 def quality(settings: Settings, args: argparse.Namespace) -> int:
-    from include.quality import run_quality
+    from include.quality.runner import run_quality
 
     report = run_quality(settings, load_registry(settings.registry_path), args.tables or None, full=args.full)
     sys.stdout.write(report.render() + "\n")

@@ -9,6 +9,11 @@ import sys
 
 from include import arguments
 from include.cli.command import command, print_status
+from include.cluster import manager
+from include.cluster.postgres import ClusterError
+from include.kafka import broker
+from include.kafka.connection import bootstrap_servers
+from include.objectstore import server
 from include.settings import Settings, load_settings
 
 
@@ -22,9 +27,6 @@ def _kafka_arguments(kafka: argparse.ArgumentParser) -> None:
 @command("kafka", "the Kafka broker of the Kafka sources (LAKEHOUSE_KAFKA_BOOTSTRAP)", _kafka_arguments,
          needs_root=False, reports=True)
 def kafka(settings: Settings, args: argparse.Namespace) -> int:
-    from include.kafka import broker
-    from include.kafka.connection import bootstrap_servers
-
     bootstrap = bootstrap_servers(settings)
     try:
         if args.kafka_command == "up":
@@ -57,8 +59,6 @@ def _storage_arguments(storage: argparse.ArgumentParser) -> None:
 @command("storage", "the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS", _storage_arguments,
          needs_root=False, reports=True)
 def storage(settings: Settings, args: argparse.Namespace) -> int:
-    from include.objectstore import server
-
     try:
         if args.storage_command == "up":
             _, message = server.up(settings)
@@ -97,9 +97,6 @@ def _cluster_arguments(cluster: argparse.ArgumentParser) -> None:
 @command("cluster", "the production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone "
                     "master and workers, Kafka", _cluster_arguments, needs_root=False, reports=True)
 def cluster(settings: Settings, args: argparse.Namespace) -> int:
-    from include.cluster import manager
-    from include.cluster.postgres import ClusterError
-
     try:
         if args.cluster_command == "up":
             sys.stdout.write("\n".join(manager.up(settings, args.workers, args.storage)) + "\n")

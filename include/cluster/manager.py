@@ -7,13 +7,18 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from include.airflow.environment import run_airflow, setup_steps
+from include.catalog import metastore
 from include.cluster import airflow_services, postgres, spark_standalone
 from include.cluster.postgres import ClusterError
 from include.cluster.topology import AIRFLOW_USER, HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology, topology
 from include.daemons import port_taken
+from include.kafka import broker
+from include.objectstore import server
 from include.settings import Settings
+from include.storage.s3 import kept_credentials
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +107,6 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
 def cluster_settings(settings: Settings) -> Settings:
     """The settings of the cluster's parts: the lakehouse root it was started with (an S3 root, with the credentials
     its server keeps), whatever LAKEHOUSE_ROOT says in this shell."""
-    from dataclasses import replace
-
     state = read_state(topology(settings)) or {}
     if state.get("storage") != "s3":
         return settings
@@ -113,10 +116,6 @@ def cluster_settings(settings: Settings) -> Settings:
 def _s3_settings(settings: Settings) -> Settings:
     """`settings` on an S3 root (S3_CLUSTER_ROOT unless LAKEHOUSE_ROOT is one), with the credentials of the S3
     server `lakehouse storage up` keeps when none are given."""
-    from dataclasses import replace
-
-    from include.storage.s3 import kept_credentials
-
     root = settings.root if not settings.root.is_local else S3_CLUSTER_ROOT
     s3 = settings.s3
     kept = None if s3.access_key_id else kept_credentials(settings.layout.s3_server)
@@ -127,8 +126,6 @@ def _s3_settings(settings: Settings) -> Settings:
 
 def _up_storage(started: Started) -> Settings:
     """The S3 server (include/objectstore/server.py), unless one answers; the settings pointed at it."""
-    from include.objectstore import server
-
     settings = _s3_settings(started.settings)
     try:
         made, _ = server.up(settings)
@@ -152,15 +149,11 @@ def _up_postgres(started: Started) -> None:
 
 def catalog_settings(settings: Settings, top: Topology) -> Settings:
     """The settings of the cluster's catalog: the metastore keeps its tables in the cluster's PostgreSQL."""
-    from dataclasses import replace
-
     return replace(settings, metastore_db=top.metastore_db())
 
 
 def _up_catalog(started: Started) -> None:
     """The Hive metastore on the cluster's PostgreSQL (database `metastore`), unless one answers at the URI."""
-    from include.catalog import metastore
-
     try:
         made, _ = metastore.up(catalog_settings(started.settings, started.top))
     except metastore.CatalogError as exc:
@@ -170,8 +163,6 @@ def _up_catalog(started: Started) -> None:
 
 
 def _up_kafka(started: Started) -> bool:
-    from include.kafka import broker
-
     try:
         made, _ = broker.up(started.settings, started.settings.kafka_bootstrap)
     except broker.BrokerError as exc:
@@ -203,8 +194,6 @@ def _up_spark(started: Started) -> None:
 
 
 def _up_airflow(started: Started) -> None:
-    from include.airflow.environment import run_airflow, setup_steps
-
     top, settings = started.top, started.settings
     airflow_services.write_files(top)
     env = airflow_services.environment(settings, top)
@@ -259,16 +248,10 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
         if part == "postgres":
             ran = postgres.stop(top)
         elif part == "s3":
-            from include.objectstore import server
-
             ran = "stopped" in server.down(settings)
         elif part == "catalog":
-            from include.catalog import metastore
-
             ran = metastore.down(settings).startswith("catalog stopped")
         elif part == "kafka":
-            from include.kafka import broker
-
             ran = broker.running_pid(broker.BrokerFiles(settings.layout.kafka)) is not None
             broker.down(settings)
         else:
@@ -299,8 +282,6 @@ def read_state(top: Topology) -> dict | None:
 
 def status(settings: Settings) -> dict:
     """Each part's address and whether it answers, with the logins (`lakehouse cluster status --json`)."""
-    from include.kafka import broker
-
     top = topology(settings)
     state = read_state(top) or {}
     top = topology(settings, int(state.get("workers") or 2))
@@ -323,7 +304,6 @@ def status(settings: Settings) -> dict:
         parts[f"spark-worker-{number}"] = {"address": f"{HOST}:{port}", "up": str(port) in alive}
     kafka_up = broker.answers(settings.kafka_bootstrap, timeout=2.0)
     parts["kafka"] = {"address": settings.kafka_bootstrap, "up": kafka_up}
-    from include.catalog import metastore
 
     catalog = metastore.status(catalog_settings(settings, top) if keys else settings)
     parts["catalog"] = {"address": catalog["uri"], "up": catalog["up"]}
@@ -348,7 +328,6 @@ def storage_status(settings: Settings) -> dict:
     """Where the cluster's lakehouse lives: `endpoint` (None: a local disk), `root`, `up` (it answers)."""
     if settings.root.is_local:
         return {"endpoint": None, "root": str(settings.root), "up": True}
-    from include.objectstore import server
 
     return {"endpoint": settings.s3.endpoint or "aws", "root": str(settings.root), "up": server.answers(settings.s3)}
 

@@ -4,6 +4,7 @@ cluster's home, listening on 127.0.0.1 only (no Unix socket), password authentic
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -66,7 +67,6 @@ def data_dir(top: Topology) -> Path:
     reach = subprocess.run(_as_server_user(["test", "-x", str(top.home)]), capture_output=True)
     if reach.returncode == 0 or (link / "PG_VERSION").exists():
         return link
-    import hashlib
 
     # named by this home's secrets: a home made again (new passwords) never meets an older home's data
     made_for = f"{top.home}\0{top.secrets()['postgres_password']}"

@@ -7,8 +7,11 @@ It imports nothing of the project.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,8 +78,6 @@ def spark_home() -> Path:
 
 def java(needed_by: str) -> str:
     """The `java` that starts a server's JVM (JAVA_HOME's, else the PATH's); RuntimeError naming what to install."""
-    import shutil
-
     java_home = os.environ.get("JAVA_HOME")
     found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not found or not Path(found).exists():
@@ -87,8 +88,6 @@ def java(needed_by: str) -> str:
 
 def get_json(url: str, timeout: float = 3.0) -> dict | None:
     """The JSON document a part serves at `url`, or None while it does not answer."""
-    import json
-
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return json.loads(response.read())
@@ -111,8 +110,6 @@ def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
     """A port p with p + each offset free on `host`, all below the kernel's ephemeral range: a port chosen now and
     bound by a server later is not meanwhile taken by some client connection's local port (the tests' and benchmarks'
     private servers)."""
-    import random
-
     try:
         ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):

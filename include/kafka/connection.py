@@ -9,6 +9,7 @@ import os
 from urllib.parse import parse_qs, urlparse
 
 from include.connections import connection_extra, declared_connections
+from include.kafka.broker import answers
 from include.registry import JobSpec
 from include.settings import Settings, check_bootstrap
 
@@ -42,8 +43,6 @@ def _from_file(connection_id: str) -> str | None:
 
 def unreachable_broker(settings: Settings, job: JobSpec) -> str | None:
     """"broker unreachable at host:port" when the broker of one of the job's Kafka sources does not answer."""
-    from include.kafka.broker import answers
-
     for source in job.sources:
         if source.kind == "kafka":
             bootstrap = bootstrap_servers(settings, source.kafka.connection)

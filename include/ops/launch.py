@@ -17,8 +17,11 @@ from enum import IntEnum
 from pathlib import Path
 
 from include.jvm_archive import driver_java_options
-from include.registry import ResourcesSpec, Trigger
+from include.kafka.broker import BrokerError
+from include.records.lease import LeaseHeld, LeaseLost
+from include.registry import RegistryError, ResourcesSpec, Trigger
 from include.settings import REPO_ROOT, Settings
+from include.spark_session import JavaError
 
 SPARK_CONN_ID = "spark_default"
 ENTRYPOINTS = REPO_ROOT / "spark_jobs" / "entrypoints"  # the scripts spark-submit runs
@@ -108,11 +111,6 @@ def submit_command(kwargs: dict) -> list[str]:
 
 def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
     """The exit code and the one line of a failure a user can fix; None for anything else."""
-    from include.kafka.broker import BrokerError
-    from include.records.lease import LeaseHeld, LeaseLost
-    from include.registry import RegistryError
-    from include.spark_session import JavaError
-
     if isinstance(exc, LeaseHeld | LeaseLost):  # another process holds it (or took it over): not this one's
         return ExitCode.REFUSED, str(exc)
     if isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it

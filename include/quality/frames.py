@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from functools import reduce
 from urllib.parse import unquote
 
 import numpy as np
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 
 from include.quality.suites import TableSpec
 from include.quality.timestamps import MICROS, epoch_micros
+from include.spark_session import get_spark
 from include.storage import delta as delta_store
 from include.storage import reader
 from include.storage.paths import StoragePath
@@ -169,11 +171,8 @@ def value_counts(frame, column: str, spark: bool) -> dict:
 
 def spark_rows(settings, path: StoragePath, spec: TableSpec, selection: RowSelection, now_epoch: int):
     """The selected rows as a Spark DataFrame with the derived columns (for tables above the threshold)."""
-    from functools import reduce
-
     from pyspark.sql import functions as F
 
-    from include.spark_session import get_spark
 
     spark = get_spark(settings, app_name="lakehouse-quality")
 

@@ -26,10 +26,13 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from include.quality.suites import Check
+from include.records import lease
 from include.registry.checks import BLOCKING
 from include.settings import PACKAGE_DIR, Settings
+from include.storage import mirror
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,6 @@ def _exclusive(settings: Settings, project: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
         return
-    from include.records import lease
 
     deadline = time.monotonic() + QUALITY_LOCK_WAIT_SECONDS
     while True:
@@ -84,8 +86,6 @@ def _exclusive(settings: Settings, project: Path) -> Iterator[None]:
 @contextmanager
 def open_context(settings: Settings) -> Iterator[Any]:
     """A GE file context on this lakehouse's copy of the project config, held under an exclusive lock."""
-    from include.storage import mirror
-
     project, docs = workspace(settings)
     (project / "gx").mkdir(parents=True, exist_ok=True)
     docs.mkdir(parents=True, exist_ok=True)
@@ -171,8 +171,6 @@ def run_suite(context, *, name: str, frame, spark: bool, checks: list[Check], ob
 
 def result_page(context, identifier, docs: Path) -> str | None:
     """The Data Docs page of one validation result, relative to the docs folder `docs` (None if not built)."""
-    from urllib.parse import unquote, urlparse
-
     for site in context.get_docs_sites_urls(resource_identifier=identifier, only_if_exists=True):
         url = urlparse(site.get("site_url") or "")
         path = Path(unquote(url.path)).resolve()

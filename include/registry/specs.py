@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from include.registry.durations import Trigger
+from include.registry.processors import PROCESSORS
 
 
 @dataclass(frozen=True)
@@ -296,8 +297,6 @@ class JobSpec:
     @property
     def processing_time_timers(self) -> bool:
         """The job runs a stateful processor on processing-time timers (they fire only when batches run)."""
-        from include.registry.processors import PROCESSORS
-
         return isinstance(self.transform, StatefulProcess) and \
             PROCESSORS[self.transform.processor].time_mode == "ProcessingTime"
 
@@ -387,6 +386,4 @@ class Registry:
         a table); None when `job` is its only writer (every row is its own)."""
         if len(self.writers_of(table)) < 2:
             return None
-        from include.registry.processors import PROCESSORS
-
         return PROCESSORS[job.transform.processor].alert_types

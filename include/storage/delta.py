@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -21,10 +20,9 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from include.registry.columns import COLUMN_TYPES
 from include.storage import reader
+from include.storage.delta_open import Location, location, open_table, table_exists  # noqa: F401 - re-exported
 from include.storage.paths import StoragePath, as_storage
 from include.storage.reader import read_files, read_table  # noqa: F401 - the one reader of a table's rows
-
-Location = StoragePath | PurePath | str  # a storage path (S3 needs its options); a plain path or string is local
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +36,6 @@ def arrow_type(name: str) -> pa.DataType:
 def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:
     """Arrow schema for a registry schema (column -> type name)."""
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns.items()])
-
-
-def location(path: Location) -> tuple[str, dict[str, str]]:
-    """The URI and the storage options delta-rs opens `path` with."""
-    return (path.uri, path.delta_options()) if hasattr(path, "delta_options") else (str(path), {})
-
-
-def open_table(path: Location, version: int | None = None) -> DeltaTable:
-    uri, options = location(path)
-    return DeltaTable(uri, version=version, storage_options=options or None)
-
-
-def table_exists(path: Location) -> bool:
-    uri, options = location(path)
-    return DeltaTable.is_deltatable(uri, storage_options=options or None)
 
 
 def ensure_table(path: Location, columns: Mapping[str, str], partition_by: Sequence[str] = (),

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PosixPath, PurePosixPath
 from typing import Protocol, runtime_checkable
+from urllib.parse import unquote, urlparse
 
 from include.storage.s3 import SPARK_SCHEME, S3Config, client, split_uri
 
@@ -518,7 +519,5 @@ def storage_path(location: str | os.PathLike, s3: S3Config) -> LocalPath | S3Pat
     if scheme and scheme != "file" or text.startswith("file:") and not text.startswith(("file:/", "file:///")):
         raise ValueError(f"{text!r}: storage is a local path or an S3 URI (s3://bucket/prefix)")
     if text.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
         text = unquote(urlparse(text).path)
     return LocalPath(os.path.abspath(os.path.expanduser(text)))

@@ -22,6 +22,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from include.storage.delta_open import open_table
+
 log = logging.getLogger(__name__)
 
 DELTA, HTTPFS = "delta", "httpfs"  # httpfs, for a store on S3: DuckDB reads the data files with its own file system
@@ -121,9 +123,7 @@ def _table_select(con, path, version: int | None, with_file: bool) -> str:
     """SELECT of the table's rows. A column-mapped table's partition columns are taken from its log (through
     delta-rs, by file): the extension (1.5.5) reads them as NULL there, its files' partition values being keyed by
     physical column names."""
-    from include.storage import delta as delta_store
-
-    table = delta_store.open_table(path, version=version)
+    table = open_table(path, version=version)
     partitions = table.metadata().partition_columns
     mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
     if not (partitions and mapped):
@@ -158,9 +158,7 @@ def read_files(path, added: dict[int, Sequence[str]], columns: Sequence[str] | N
     """The rows of data files that commits added (version -> its files), each read at its commit's version (a later
     compaction may have replaced it since), under the table's latest schema: a column renamed since is read under its
     new name (matched by its physical name), one dropped since is left out, a widened one has its wider type."""
-    from include.storage import delta as delta_store
-
-    wanted = list(columns) if columns is not None else list(_physical_names(delta_store.open_table(path)))
+    wanted = list(columns) if columns is not None else list(_physical_names(open_table(path)))
     parts = []
     for version, files in added.items():
         then = names_now(path, version)
@@ -175,11 +173,9 @@ def read_files(path, added: dict[int, Sequence[str]], columns: Sequence[str] | N
 def names_now(path, version: int) -> dict[str, str | None]:
     """Each column of the table at `version` -> its name in the latest version (None: dropped since), matched by
     physical name (column mapping; without it, by name)."""
-    from include.storage import delta as delta_store
-
-    latest = {physical: name for name, physical in _physical_names(delta_store.open_table(path)).items()}
+    latest = {physical: name for name, physical in _physical_names(open_table(path)).items()}
     return {name: latest.get(physical) for name, physical in
-            _physical_names(delta_store.open_table(path, version=version)).items()}
+            _physical_names(open_table(path, version=version)).items()}
 
 
 def _physical_names(table) -> dict[str, str]:

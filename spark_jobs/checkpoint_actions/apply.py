@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING
 
 from include.checkpoints import journal as journals
 from include.checkpoints.request import MODES, CheckpointRequest, add_arguments, from_args
+from include.logging_setup import configure_logging
+from include.ops.launch import report_failure
 from include.records import checkpoint_audit, lease
-from include.registry import Registry
-from include.settings import Settings
+from include.registry import Registry, load_registry
+from include.settings import Settings, load_settings
+from include.spark_session import get_spark
 from spark_jobs import batch_hooks
 from spark_jobs.checkpoint_actions.base import (
     ActionContext,
@@ -29,6 +32,7 @@ from spark_jobs.checkpoint_actions.full_refresh import FullRefresh
 from spark_jobs.checkpoint_actions.repartition import Repartition
 from spark_jobs.checkpoint_actions.reset_checkpoint import ResetCheckpoint
 from spark_jobs.checkpoint_actions.rollback import Rollback
+from spark_jobs.checkpoint_actions.verify import verify
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,9 +152,6 @@ def _request_record(request: CheckpointRequest, actor: str) -> dict:
 
 def run_request(settings: Settings, request: CheckpointRequest, spark: SparkSession | None = None) -> int:
     """Apply (or verify) `request` in this process; prints one line per job."""
-    from include.registry import load_registry
-    from spark_jobs.checkpoint_actions.verify import verify
-
     registry = load_registry(settings.registry_path)
     for job_id in request.jobs:
         registry.job(job_id)  # an unknown job: KeyError naming the known ones, before Spark starts
@@ -159,8 +160,6 @@ def run_request(settings: Settings, request: CheckpointRequest, spark: SparkSess
     if request.mode == "verify":
         run = not request.get("no_run")
         if run and spark is None:
-            from include.spark_session import get_spark
-
             spark = get_spark(settings, app_name="lakehouse-checkpoint")
         rows = verify(spark, settings, registry, list(request.jobs), run=run, actor=request.actor)
     else:
@@ -184,10 +183,6 @@ def parse_request(argv: list[str] | None) -> CheckpointRequest:
 def main(argv: list[str] | None = None) -> int:
     """`spark-submit spark_jobs/entrypoints/checkpoint_action.py <mode> <job>... [options]` (the checkpoint_reset
     DAG)."""
-    from include.logging_setup import configure_logging
-    from include.ops.launch import report_failure
-    from include.settings import load_settings
-
     command = f"lakehouse checkpoint {(argv or sys.argv[1:] or ['?'])[0]}"
     try:
         request = parse_request(argv)

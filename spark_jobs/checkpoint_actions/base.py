@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from include import checkpoints
 from include.checkpoints.actions import ActionContext, ActionRefused, ModeRules, Prepared
+from include.checkpoints.ownership import written_versions
 from include.checkpoints.plan import plan_job
 from include.registry import JobSpec
 from include.settings import Settings
@@ -92,8 +93,6 @@ def audit_row(ctx: ActionContext, job: JobSpec, mode: str, actor: str) -> dict:
 
 def job_state(settings: Settings, job: JobSpec, when: str) -> dict:
     """`batch_<when>` and `versions_<when>` (JSON {table: Delta version}) of the job's checkpoint and tables."""
-    from include.checkpoints.ownership import written_versions
-
     versions = written_versions(settings, job)
     return {f"batch_{when}": checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id)),
             f"versions_{when}": json.dumps(versions)}

@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING
 from include.checkpoints.modes import FullRefreshRules
 from include.checkpoints.ownership import own_rows_condition
 from include.registry import QUARANTINE_SCHEMA, Trigger
+from include.storage import delta as delta_store
 from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, move_aside
+from spark_jobs.delta_tables import appends_opened
+from spark_jobs.schemas import spark_schema
+from spark_jobs.streaming_query import run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,8 +38,6 @@ def reset(ctx: ActionContext, prepared: Prepared) -> None:
 
 def rebuild(ctx: ActionContext, job_id: str) -> None:
     """An available-now run under the action's lease (again after a crash: it resumes its new checkpoint)."""
-    from spark_jobs.streaming_query import run_job
-
     run_job(ctx.spark, ctx.settings, ctx.registry, job_id, Trigger(available_now=True),
             held=ctx.leases.get(job_id), action_id=ctx.action_id)
 
@@ -48,9 +50,6 @@ def empty_table(spark: SparkSession, path: StoragePath, where: str | None, prope
     overwrite with the registry's schema instead, also one version."""
     from delta.tables import DeltaTable
 
-    from include.storage import delta as delta_store
-    from spark_jobs.delta_tables import appends_opened
-    from spark_jobs.schemas import spark_schema
 
     if not delta_store.table_exists(path):
         return

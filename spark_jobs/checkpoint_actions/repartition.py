@@ -14,6 +14,7 @@ from spark_jobs.checkpoint_actions.base import (
     copy_aside,
     from_the_copy,
 )
+from spark_jobs.streaming_query import configure_session
 
 
 class Repartition(RepartitionRules, ModeAction):
@@ -33,8 +34,6 @@ class Repartition(RepartitionRules, ModeAction):
 
 def repartition_state(ctx: ActionContext, job: JobSpec, prepared: Prepared, partitions: int) -> None:
     """Spark's offline repartition, from the checkpoint as it was before the action (its copy)."""
-    from spark_jobs.streaming_query import configure_session
-
     from_the_copy(ctx.settings, prepared)
     spark = ctx.spark
     configure_session(spark, job, partitions)  # the state store the job writes with

@@ -19,8 +19,10 @@ from include import checkpoints
 from include.checkpoints.modes import RollbackRules
 from include.checkpoints.reader import GENERATION_FILE
 from include.registry import JobSpec
+from include.storage import delta as delta_store
 from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, copy_aside
+from spark_jobs.delta_tables import appends_opened
 
 _NUMBERED = re.compile(r"^\.?(\d+)(\.compact|\.changelog|\.zip|\.delta|\.snapshot)?(\.crc)?$")
 
@@ -61,8 +63,6 @@ def restore_tables(ctx: ActionContext, job: JobSpec, versions: dict[str, int]) -
     """RESTORE each table to its version (a new version; skipped where it is already there)."""
     from delta.tables import DeltaTable
 
-    from include.storage import delta as delta_store
-    from spark_jobs.delta_tables import appends_opened
 
     for table, version in versions.items():
         path = ctx.settings.layout.table(table)

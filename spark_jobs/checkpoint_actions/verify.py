@@ -14,6 +14,7 @@ from include.records import checkpoint_audit
 from include.registry import Registry, Trigger
 from include.settings import Settings
 from spark_jobs.checkpoint_actions.base import ActionContext, ActionRefused, audit_row, job_state
+from spark_jobs.streaming_query import run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,8 +25,6 @@ log = logging.getLogger(__name__)
 def verify(spark: SparkSession | None, settings: Settings, registry: Registry, jobs: list[str], *,
            run: bool = True, actor: str = "") -> list[dict]:
     """Check the jobs, upstream first; audited as mode `verify`. A job that fails stops the check."""
-    from spark_jobs.streaming_query import run_job
-
     actor = actor or checkpoint_audit.default_actor()
     ctx = ActionContext(settings, registry, verify_request(jobs, run, actor), spark)
     rows = []

@@ -1,0 +1,119 @@
+"""The import structure of the product's packages, read from the code (no process, no import): imports run one way,
+and an import made inside a function is there to keep a heavy library out of its module, never to hide a cycle."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+from tests.support.helpers import REPO
+
+PACKAGES = ("include", "spark_jobs", "dags")
+# Libraries whose import costs time or memory a DAG file's parse, the CLI's start or a light process should not pay.
+HEAVY = {"airflow", "boto3", "botocore", "confluent_kafka", "delta", "deltalake", "duckdb", "great_expectations",
+         "matplotlib", "numpy", "pandas", "psycopg2", "py4j", "pyarrow", "pyspark", "selenium", "sqlalchemy"}
+
+
+@cache
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            found[".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")] = path
+    return found
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import statement loads: its module, and each imported name that is a project module."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".") if modules()[module].name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+    return [base] + [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules()]
+
+
+@cache
+def imports(module: str) -> tuple[frozenset[str], tuple[tuple[int, tuple[str, ...]], ...]]:
+    """The modules `module` imports at its top (TYPE_CHECKING blocks left out), and its imports inside functions
+    (line, targets)."""
+    tree = ast.parse(modules()[module].read_text())
+    top, inner = set(), []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                if in_function:
+                    inner.append((child.lineno, tuple(_targets(module, child))))
+                else:
+                    top.update(_targets(module, child))
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return frozenset(top), tuple(inner)
+
+
+def loaded_by(name: str) -> set[str]:
+    """Every module importing `name` loads through top-level imports (a dotted name loads its parents too)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        parts = todo.pop().split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if prefix not in seen:
+                seen.add(prefix)
+                if prefix in modules():
+                    todo.extend(imports(prefix)[0])
+    return seen
+
+
+def heavy(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names} & HEAVY
+
+
+def test_an_import_inside_a_function_keeps_a_heavy_library_out_of_its_module():
+    needless = []
+    for module in modules():
+        own = heavy(loaded_by(module))
+        for line, targets in imports(module)[1]:
+            kept_out = heavy(set().union(*(loaded_by(t) for t in targets))) - own
+            if not kept_out:
+                needless.append(f"{modules()[module].relative_to(REPO)}:{line} imports {targets[-1]} inside a "
+                                "function, which loads no heavy library its module does not load already")
+    assert not needless, "\n".join(needless)
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    """Counting imports inside functions too; a package is a top-level one's direct child (include.storage, ...)."""
+
+    def package(name: str) -> str | None:
+        return ".".join(name.split(".")[:2]) if name.split(".")[0] in PACKAGES else None
+
+    edges: dict[str, set[str]] = {}
+    for module in modules():
+        top, inner = imports(module)
+        for target in set(top) | {t for _, targets in inner for t in targets}:
+            source_package, target_package = package(module), package(target)
+            if target_package and target_package != source_package and not module.startswith(target_package + "."):
+                edges.setdefault(source_package, set()).add(target_package)
+
+    def reaches(start: str, goal: str) -> list[str] | None:
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            for nxt in sorted(edges.get(path[-1], ())):
+                if nxt == goal:
+                    return path + [nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append(path + [nxt])
+        return None
+
+    loops = {" -> ".join(loop) for a in edges for loop in [reaches(a, a)] if loop}
+    assert not loops, sorted(loops)
+
