@@ -10,6 +10,7 @@
   :mod:`.sinks` and :mod:`.operations` (triggers, state store, supervision, quality), sharing one
   :mod:`.context` and the fixed :mod:`.vocabulary`.
 - :mod:`.graph`: which tables each job reads and writes, and the dependency order.
+- :mod:`.reference`: what each `jobs.yaml` key means where its parser does not say (the documentation's reference).
 
 Light on purpose: the DAG files import it at parse time.
 """
