@@ -117,3 +117,15 @@ def test_no_package_imports_one_that_imports_it_back():
     loops = {" -> ".join(loop) for a in edges for loop in [reaches(a, a)] if loop}
     assert not loops, sorted(loops)
 
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/support/; a test module is imported by pytest alone."""
+    borrowed = []
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            borrowed += [f"{path.name} imports {name}" for name in names
+                         if name.split(".")[-1].startswith("test_") or name.startswith("tests.test_")]
+    assert not borrowed, borrowed
