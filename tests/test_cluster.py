@@ -283,6 +283,10 @@ def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_p
         assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row
 
 
+# make test-full: every part of it runs in make test on another topology: the approved full refresh through
+# `checkpoint_reset` (tests/test_airflow.py), a checkpoint action on S3 killed and resumed (tests/test_s3.py), the jobs
+# on the master (the backfill above). Here, all three at once (~140 s of the cluster's cores).
+@pytest.mark.full
 def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(cluster):
     """After the backfill above: a registry change of the 5-minute job's shuffle partitions (its checkpoint's plan:
     repartition), resolved by a full refresh through `checkpoint_reset`, which destroys state: approved by a person
@@ -335,8 +339,8 @@ def test_an_approved_full_refresh_on_the_cluster_after_a_partitioning_change(clu
 
 
 def test_the_history_part_deletes_airflow_runs_and_logs_older_than_its_days(cluster):
-    """After the runs above: the checkpoint action's run backdated forty days in PostgreSQL, with its task logs. The
-    `airflow-history` part (`lakehouse airflow-history --every 60` under its keeper, outside Airflow's tasks) cleans
+    """After the backfill above: a dry run of `checkpoint_reset` (the plan only), its runs then backdated forty days in
+    PostgreSQL, with their task logs. The `airflow-history` part (`lakehouse airflow-history --every 60` under its keeper, outside Airflow's tasks) cleans
     when it starts: SIGKILLed, started again by its keeper, it deletes that run with its task instances and log
     folder (LAKEHOUSE_AIRFLOW_HISTORY_DAYS: 30); the backfill's run and its logs stay."""
     import time
@@ -355,6 +359,10 @@ def test_the_history_part_deletes_airflow_runs_and_logs_older_than_its_days(clus
             connection.close()
 
     backfill = query("SELECT run_id FROM dag_run WHERE dag_id = 'lakehouse_backfill' ORDER BY run_id")
+    planned = cluster.api.trigger("checkpoint_reset", {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh",
+                                                       "dry_run": True})
+    assert cluster.api.wait("checkpoint_reset", planned, timeout=300) == "success", \
+        cluster.api.task_states("checkpoint_reset", planned)
     assert backfill and query("SELECT count(*) FROM dag_run WHERE dag_id = 'checkpoint_reset'")[0][0] >= 1
     for table in ("dag_run", "task_instance"):
         query(f"UPDATE {table} SET start_date = start_date - interval '40 days' "  # noqa: S608
