@@ -19,6 +19,7 @@ from airflow.sdk import DAG, AssetAny, CronTriggerTimetable, Param, task
 from airflow.sdk.exceptions import DownstreamTasksSkipped
 
 from include.airflow import load
+from include.airflow import tasks as lakehouse_tasks  # the tasks' code (`tasks` below is a DAG's tasks)
 from include.airflow.assets import table_asset
 from include.airflow.callbacks import default_args
 from include.airflow.docs import QUALITY_DOC, docs_link, job_doc, with_docs
@@ -29,13 +30,6 @@ from include.airflow.operators import (
     MaintenanceOperator,
     QualityCheckOperator,
     SharedDriverOperator,
-)
-from include.airflow.tasks import (
-    audit_checkpoint_run,
-    checkpoint_plan,
-    restart_live_jobs,
-    stop_live_jobs,
-    supervise,
 )
 from include.checkpoints.request import APPLIED_MODES, MODES, param_specs
 from include.quality.suites import quality_tables
@@ -64,7 +58,7 @@ def health_report_task():
 
     @task(task_id="health_report", trigger_rule="all_done", doc_md=HEALTH_REPORT_DOC)
     def health_report() -> str:
-        return health_report()
+        return lakehouse_tasks.health_report()
 
     return health_report()
 
@@ -222,7 +216,7 @@ with DAG(
                           for m in members),
         )
         def supervise(unit: str = unit, params=None, run_id=None) -> dict:
-            return supervise(unit, params, run_id or "")
+            return lakehouse_tasks.supervise(unit, params, run_id or "")
 
         supervised.append(supervise())
     supervised >> health_report_task()
@@ -376,7 +370,7 @@ with DAG(
 
     @task(task_id="plan", doc_md="Validates the form and shows the plan of every job the action touches.")
     def plan(params=None, run_id=None) -> dict:
-        return checkpoint_plan(params or {}, run_id or "")
+        return lakehouse_tasks.checkpoint_plan(params or {}, run_id or "")
 
     @task.branch(task_id="gate", doc_md="A person approves actions that destroy state (unless a dry run).")
     def gate(planned: dict) -> list[str]:
@@ -395,7 +389,7 @@ with DAG(
     @task(task_id="stop_live_jobs", trigger_rule="none_failed_min_one_success",
           doc_md="Stops the target jobs that run now, at a batch boundary.")
     def stop(planned: dict) -> list[str]:
-        return stop_live_jobs(planned)
+        return lakehouse_tasks.stop_live_jobs(planned)
 
     apply = CheckpointOperator(task_id="apply", settings=SETTINGS, doc_md=CHECKPOINT_DOC)
 
@@ -406,12 +400,12 @@ with DAG(
 
     @task(task_id="restart_live_jobs", trigger_rule="all_done", doc_md="Starts again what `stop_live_jobs` stopped.")
     def restart(stopped: list[str] | None) -> list[str]:
-        return restart_live_jobs(stopped)
+        return lakehouse_tasks.restart_live_jobs(stopped)
 
     @task(task_id="audit", trigger_rule="all_done", doc_md="Records and shows the run in `_ops/checkpoint_audit`.")
     def audit(planned: dict | None, ti=None, run_id=None) -> str:
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
-        return audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"), run_id)
+        return lakehouse_tasks.audit_checkpoint_run(planned, sorted(t for t, state in states.items() if state == "failed"), run_id)
 
     planned = plan()
     stopped = stop(planned)

@@ -129,3 +129,24 @@ def test_no_test_module_imports_another():
             borrowed += [f"{path.name} imports {name}" for name in names
                          if name.split(".")[-1].startswith("test_") or name.startswith("tests.test_")]
     assert not borrowed, borrowed
+
+
+def test_no_name_a_module_imports_is_bound_again_in_it():
+    """A nested def, a parameter, a local or a module-level statement named like one of its module's imports makes a
+    call in its scope reach something else (a DAG's task function named like the code it calls calls itself)."""
+    rebound = []
+    for path in modules().values():
+        tree = ast.parse(path.read_text())
+        imported = {(alias.asname or alias.name).split(".")[0] for node in tree.body
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+        methods = {id(node) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for node in cls.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = None if node in tree.body or id(node) in methods else node.name
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                name = node.id
+            else:
+                name = node.arg if isinstance(node, ast.arg) else None
+            if name in imported:
+                rebound.append(f"{path.relative_to(REPO)}:{node.lineno} binds {name!r}, a name the module imports")
+    assert not rebound, "\n".join(rebound)

@@ -19,10 +19,10 @@ from include.spark_session import get_spark
 
 def _checkpoint_arguments(checkpoint: argparse.ArgumentParser) -> None:
     checkpoint_sub = checkpoint.add_subparsers(dest="checkpoint_command", required=True)
-    inspect = checkpoint_sub.add_parser("inspect", help="what a job's checkpoint holds (the job may be stopped)")
-    inspect.add_argument("job")
-    inspect.add_argument("--json", action="store_true")
-    inspect.add_argument("--no-state", action="store_true", help="skip the state operators (no Spark started)")
+    inspecting = checkpoint_sub.add_parser("inspect", help="what a job's checkpoint holds (the job may be stopped)")
+    inspecting.add_argument("job")
+    inspecting.add_argument("--json", action="store_true")
+    inspecting.add_argument("--no-state", action="store_true", help="skip the state operators (no Spark started)")
     plan = checkpoint_sub.add_parser("plan", help="what each job's checkpoint needs after registry changes")
     plan.add_argument("jobs", nargs="*", help="jobs (default: every job)")
     plan.add_argument("--json", action="store_true")
