@@ -25,7 +25,6 @@ from include.settings import Settings
 from include.spark_session import session_confs
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks, landing
-from spark_jobs.evolution import check_input_columns
 from spark_jobs.schemas import spark_schema, spark_type
 from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, parse_json
 
@@ -49,8 +48,6 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
         app_id = checkpoints.writer_app_id(checkpoint, job.id)
         if app_id is None:
             raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
-        if missing := [c for c in job.output_schema if c not in batch.columns]:
-            check_input_columns(settings, job, missing)
         # Computed once, in parallel, into the executors' cache; the writes then read the cache (a write
         # of `files_per_batch` files needs no shuffle, and an empty side costs no Spark job).
         batch.persist()
@@ -152,8 +149,11 @@ def count_routes(settings: Settings, job: JobSpec, batch: DataFrame,
 def routes(job: JobSpec, batch: DataFrame, unread: list[dict] | None = None) -> list[tuple[str, DataFrame]]:
     """The batch's rows per table: a parse_json batch splits into the quarantine table (plus `unread`,
     rows for lines too long to read) and the sink."""
-    # A column the output gains before the job's input has it (its upstream not evolved yet) is written null
-    columns = [c if c in batch.columns else F.lit(None).cast(spark_type(t)).alias(c) for c, t in job.output_schema.items()]
+    # A column the output gains before the job's input has it (its upstream not evolved yet, or commits read under
+    # the schema they were written with) is written null; one read under a narrower type than the output's (commits
+    # from before a widening) is widened, as its table reads its older files.
+    columns = [(F.col(c) if c in batch.columns else F.lit(None)).cast(spark_type(t)).alias(c)
+               for c, t in job.output_schema.items()]
     if not job.sink.quarantine_table:
         return [(job.sink.table, batch.select(*columns))]
     bad = F.col(QUARANTINE_REASON).isNotNull()

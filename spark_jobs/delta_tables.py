@@ -16,16 +16,20 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
 from include.registry.columns import DELTA_WIDENINGS, type_name
 from include.settings import Settings
+from include.storage.delta import (  # reader-writer table features: the protocol rises
+    COLUMN_MAPPING,
+    TYPE_WIDENING,
+)
 from include.storage.paths import StoragePath
 from spark_jobs.schemas import spark_schema
 
 log = logging.getLogger(__name__)
-TYPE_WIDENING = "delta.enableTypeWidening"  # a reader-writer table feature: the protocol rises
 
 
 def is_delta_table(path: StoragePath) -> bool:
@@ -36,11 +40,13 @@ CONCURRENT_CREATE_SECONDS = 30.0
 
 
 def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str], partition_by: tuple[str, ...] = (),
-                 properties: dict[str, str] | None = None, evolve: bool = False) -> None:
+                 properties: dict[str, str] | None = None, evolve: bool = False,
+                 renamed: dict[str, str] | None = None, dropped: tuple[str, ...] = ()) -> None:
     """Create the Delta table at `path` (schema, partitioning, properties) unless it exists; an existing one must have
     the registry's columns (in any order: rows are written by name), and gets the registry's properties where they
     differ. With `evolve` (its writer starting), columns the registry adds are added to it, nullable, in one
-    version (an `evolve` plan: include/checkpoints/plan.py)."""
+    version, and numbers it widens are widened; `renamed` (new name -> former name) and `dropped` columns are
+    renamed and dropped in place, by column mapping (an `evolve` plan: include/checkpoints/plan.py)."""
     from delta.tables import DeltaTable
 
     properties = properties or {}
@@ -59,6 +65,11 @@ def ensure_table(spark: SparkSession, path: StoragePath, columns: dict[str, str]
         return
     table = DeltaTable.forPath(spark, str(path))
     existing = {f.name: f.dataType for f in table.toDF().schema.fields}
+    renamed = {new: old for new, old in (renamed or {}).items() if old in existing and new not in existing}
+    dropped = tuple(c for c in dropped if c in existing and c not in columns)
+    if renamed or dropped:
+        map_columns(spark, path, renamed, dropped)
+        existing = {f.name: f.dataType for f in DeltaTable.forPath(spark, str(path)).toDF().schema.fields}
     wanted = spark_schema(columns)
     missing = [f for f in wanted.fields if f.name not in existing]
     retyped = [f for f in wanted.fields if f.name in existing and existing[f.name] != f.dataType]
@@ -145,6 +156,35 @@ def widen_columns(spark: SparkSession, path: StoragePath, fields: list[StructFie
             _path_table(spark, path), utils.toSeq([spec])).run(spark._jsparkSession)
 
 
+def map_columns(spark: SparkSession, path: StoragePath, renamed: dict[str, str], dropped: tuple[str, ...]) -> None:
+    """Rename (new name -> former name) and drop columns in place: column mapping (name mode) enabled first where it
+    is not (the protocol rises), then ALTER TABLE … RENAME COLUMN (one version) and … DROP COLUMNS (one version)
+    through Delta's own commands on the path. No file is rewritten: the rows written before read under the new
+    names, and a dropped column's values stay in its files, unread."""
+    if table_properties(spark, path).get(COLUMN_MAPPING) != "name":
+        set_table_properties(spark, path, {COLUMN_MAPPING: "name"})
+        log.info("Delta table %s: column mapping (name mode) enabled", path)
+    jvm = spark._jvm
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    commands = jvm.org.apache.spark.sql.delta.commands
+    if renamed:
+        schema = _path_table(spark, path).update().metadata().schema()
+        specs = []
+        for new, old in renamed.items():
+            field = schema.apply(old)  # its column mapping metadata (physical name, id) goes with it
+            column = jvm.org.apache.spark.sql.types.StructField(new, field.dataType(), field.nullable(), field.metadata())
+            specs.append(commands.DeltaChangeColumnSpec(utils.toSeq([]), old, column, jvm.scala.Option.empty(), False))
+        commands.AlterTableChangeColumnDeltaCommand(_path_table(spark, path), utils.toSeq(specs)).run(
+            spark._jsparkSession)
+        log.info("Delta table %s: renamed %s in place (from the registry)", path,
+                 ", ".join(f"`{old}` to `{new}`" for new, old in renamed.items()))
+    if dropped:
+        commands.AlterTableDropColumnsDeltaCommand(
+            _path_table(spark, path), utils.toSeq([utils.toSeq([c]) for c in dropped])).run(spark._jsparkSession)
+        log.info("Delta table %s: dropped %s in place (from the registry; the files keep their values)", path,
+                 ", ".join(f"`{c}`" for c in dropped))
+
+
 def table_properties(spark: SparkSession, path: StoragePath) -> dict[str, str]:
     """The table's properties, read from its latest metadata (DESCRIBE DETAIL would also count its files, which
     replays the table's whole state: seconds at a driver's start)."""
@@ -166,9 +206,11 @@ def describe(schema: dict) -> str:
     return ", ".join(f"{name} {dtype.simpleString()}" for name, dtype in schema.items())
 
 
-def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec) -> None:
+def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registry, job: JobSpec,
+                      edits: OutputEdits | None = None) -> None:
     """The job's landing directory and its source and sink tables, created empty where missing (a source table that
-    exists is its writer's: this job reads whatever schema it has); a Kafka source's broker and topics checked."""
+    exists is its writer's: this job reads whatever schema it has); a Kafka source's broker and topics checked.
+    `edits`: the renames and drops of the job's `evolve` plan, made in its sink table."""
     for source in job.sources:
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
             settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
@@ -182,7 +224,7 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
                          sink.partition_by if sink else (), sink.properties if sink else None)
     sink = job.sink
     ensure_table(spark, settings.layout.table(sink.table), job.output_schema, sink.partition_by, sink.properties,
-                 evolve=True)
+                 evolve=True, renamed=edits.renamed if edits else None, dropped=edits.dropped if edits else ())
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
     from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_or_warn

@@ -1,15 +1,15 @@
 """Schema changes without reprocessing: an `evolve` plan applied by the job's start, and a query restarted by itself
 when a Delta table it reads changed its schema.
 
-An `evolve` plan (include/checkpoints/plan.py) adds nullable columns to a pass-through job's sink table, or widens
-a number column there (Delta's type widening); the start changes the table (spark_jobs.delta_tables.ensure_table),
-then records the new fingerprint and an `_ops/checkpoint_audit`
-row. Jobs reading that table see its new schema as Delta's streaming source sees any: the running query fails once
-with a retryable schema-change error, and :func:`spark_jobs.streaming_query.run_job` starts it again with a new
-DataFrame, from its checkpoint (one info line; no failure, alert or restart counted). Delta 4.4's source accepts a
-widened type that way too (DELTA_SCHEMA_CHANGED_WITH_VERSION, then the wider type): without a schema tracking
-location it needs no option; a job whose state is keyed on the column has a `full-refresh` plan instead.
-"""
+An `evolve` plan (include/checkpoints/plan.py) adds nullable columns to a pass-through job's sink table, widens a
+number column there (Delta's type widening), or renames and drops columns (column mapping); the start changes the
+table (spark_jobs.delta_tables.ensure_table), then records the new fingerprint and an `_ops/checkpoint_audit` row.
+Jobs reading that table read it through a schema log in their checkpoint (spark_jobs.transforms.
+schema_tracking_options): the commits before the change are read under the schema they were written with, the
+running query stops once at the change (DELTA_STREAMING_METADATA_EVOLUTION) and :func:`spark_jobs.streaming_query.
+run_job` starts it again, from its checkpoint, under the new schema (one info line; no failure, alert or restart
+counted); a column read under its former name is renamed in the stream (spark_jobs.transforms.under_new_names). A
+job whose state is keyed on the column has a `full-refresh` plan instead."""
 
 from __future__ import annotations
 
@@ -22,10 +22,9 @@ from include import checkpoints
 from include.checkpoints.modes import next_unread
 from include.checkpoints.plan import (
     Plan,
-    added_columns,
     fingerprint,
+    output_edits,
     plan_job,
-    widened_columns,
     write_fingerprint,
 )
 from include.records import checkpoint_audit
@@ -37,10 +36,13 @@ log = logging.getLogger(__name__)
 
 # Delta's streaming source: the table's schema changed since the query's DataFrame was made ("Please try
 # restarting the query"). Restarted with a new DataFrame, an additive change reads on.
-INPUT_GAINED = "LAKEHOUSE_INPUT_GAINED_COLUMNS"  # ours: see check_input_columns
-SCHEMA_CHANGE_ERRORS = ("DELTA_SCHEMA_CHANGED", "DELTA_STREAMING_SCHEMA_MISMATCH_ON_RESTART", INPUT_GAINED)
+# Delta's source with a schema log (spark_jobs.transforms.schema_tracking_options) wrote the schema of a rename, a drop
+# or its first entry, and stops the query once so that it starts again under it: progress, not a failed restart.
+SCHEMA_LOG_ADVANCED = "DELTA_STREAMING_METADATA_EVOLUTION"
+SCHEMA_CHANGE_ERRORS = ("DELTA_SCHEMA_CHANGED", "DELTA_STREAMING_SCHEMA_MISMATCH_ON_RESTART", SCHEMA_LOG_ADVANCED)
 ROW_CHANGE_ERROR = "DELTA_SOURCE_TABLE_IGNORE_CHANGES"  # a commit of a table it reads changed rows: a backfill?
 SCHEMA_RESTARTS = 3  # restarts in a row without a committed batch before the change counts as incompatible
+SCHEMA_LOG_RESTARTS = 20  # restarts for a schema log's new entries in one run, before they count as above
 UNPLANNED_RETRY_SECONDS = 5.0  # a registry change seen before the run's first batch: judged again this often
 
 
@@ -62,21 +64,6 @@ def source_schema_changed(error: str, settings: Settings | None = None, job: Job
     if any(code in error for code in SCHEMA_CHANGE_ERRORS):
         return True
     return ROW_CHANGE_ERROR in error and job is not None and bool(backfilled_sources(settings, job))
-
-
-def check_input_columns(settings: Settings, job: JobSpec, columns: list[str]) -> None:
-    """A batch lacks output `columns` of a pass-through job (written null while its input does not have them). When a
-    Delta table it reads has them by now, the query's DataFrame predates them (Delta's source does not always notice
-    a schema change made before it first reads the table): refuse the batch, so that the query starts again with a
-    new DataFrame and reads them, instead of writing them null."""
-    for source in job.sources:
-        if source.kind != "delta":
-            continue
-        present = {f.name for f in delta_store.open_table(settings.layout.table(source.name)).schema().fields}
-        gained = [c for c in columns if c in present]
-        if gained:
-            raise SourceSchemaChanged(f"{INPUT_GAINED}: {source.name} has gained {', '.join(gained)} since the "
-                                      "query's DataFrame was made")
 
 
 class RegistryWatch:
@@ -158,16 +145,16 @@ def backfilled_sources(settings: Settings, job: JobSpec) -> frozenset[str]:
 
 def record_evolution(settings: Settings, registry: Registry, job: JobSpec, plan: Plan,
                      versions_before: dict[str, int], versions: dict[str, int]) -> None:
-    """After the start added the plan's columns to the sink (`versions`: its tables' versions now, `versions_before`
+    """After the start changed the sink as the plan says (`versions`: its tables' versions now, `versions_before`
     before the start): the checkpoint's new fingerprint, an audit row, one info line."""
     checkpoint = settings.layout.checkpoint(job.id)
     write_fingerprint(checkpoint, fingerprint(job, registry))
     batch = checkpoints.latest_committed_batch(checkpoint)
-    changed = [f"added {', '.join(f'{c} ({t})' for c, t in added_columns(plan).items())}"] if added_columns(plan) else []
-    if widened := widened_columns(plan):
-        changed.append(f"widened {', '.join(f'{c} ({a} -> {b})' for c, (a, b) in widened.items())}")
-    detail = (f"{' and '.join(changed)} in {job.sink.table} (version {versions.get(job.sink.table)}); the checkpoint "
-              f"goes on from batch {batch}, nothing read again")
+    edits = output_edits(plan, job).describe()
+    renames = ", ".join(f"{old} as {new}" for old, new in job.input_renames.items())
+    what = (f"{' and '.join(edits)} in {job.sink.table} (version {versions.get(job.sink.table)})" if edits
+            else f"reads {renames}, renamed upstream ({job.sink.table} unchanged)")
+    detail = f"{what}; the checkpoint goes on from batch {batch}, nothing read again"
     checkpoint_audit.record(settings, [{
         "at": datetime.now(UTC), "actor": f"job:{job.id}", "job": job.id, "mode": "evolve", "dry_run": False,
         "outcome": "done", "detail": detail, "plan": json.dumps(plan.as_dict(), default=str),

@@ -19,6 +19,7 @@ from include.checkpoints.plan import (
     Plan,
     PlanRequired,
     fingerprint,
+    output_edits,
     plan_job,
     read_fingerprint,
     read_start_position,
@@ -45,6 +46,8 @@ from include.spark_session import HDFS_PROVIDER, ROCKSDB_PROVIDER, session_confs
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
 from spark_jobs.evolution import (
+    SCHEMA_LOG_ADVANCED,
+    SCHEMA_LOG_RESTARTS,
     SCHEMA_RESTARTS,
     RegistryEvolved,
     RegistryWatch,
@@ -243,6 +246,7 @@ def run_job(
         refuse_if_pending(settings, job.id, inside=action_id)
         write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
         restarts: list[int | None] = []  # the last committed batch at each restart for a source's new schema
+        logged_restarts = 0
         while True:
             try:
                 result = _run_with_lease(QueryRun(spark, settings, registry, job, trigger, held, stop_requested,
@@ -252,7 +256,10 @@ def run_job(
                 registry = changed.registry
                 job = registry.job(job_id)
             except SourceSchemaChanged as changed:
-                restarts = [*restarts, checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id))]
+                # a schema log that moved on is progress (each of its entries once), not a restart that read nothing
+                logged = SCHEMA_LOG_ADVANCED in str(changed) and (logged_restarts := logged_restarts + 1) <= SCHEMA_LOG_RESTARTS
+                if not logged:
+                    restarts = [*restarts, checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id))]
                 if len(restarts) > SCHEMA_RESTARTS and len(set(restarts[-SCHEMA_RESTARTS - 1:])) == 1:
                     raise RuntimeError(f"job {job.id!r} failed: a table it reads changed its schema, and "
                                        f"{SCHEMA_RESTARTS} restarts in a row committed no batch: the change is not "
@@ -326,7 +333,7 @@ def _prepare(run: QueryRun) -> tuple[QueryRun, int]:
     plan = require_resume(settings, registry, job, run.action_id)
     replay_batch_owing_a_watermark(settings, job, run.trigger)
     before = written_versions(settings, job) if plan.mode == "evolve" else {}
-    ensure_job_tables(run.spark, settings, registry, job)
+    ensure_job_tables(run.spark, settings, registry, job, output_edits(plan, job) if plan.mode == "evolve" else None)
     if plan.mode == "evolve":
         record_evolution(settings, registry, job, plan, before, written_versions(settings, job))
     return replace(run, job=job), partitions

@@ -18,6 +18,7 @@ from include.kafka.offsets import starting_options
 from include.registry import PROCESSORS, RESCUED_COLUMN, JobSpec, SourceSpec
 from include.settings import Settings
 from include.spark_session import RESCUED_FIELDS_FUNCTION
+from include.storage.paths import StoragePath
 from spark_jobs import landing, strict_json
 from spark_jobs.schemas import spark_schema, spark_type
 
@@ -30,7 +31,8 @@ BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the l
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
                   starting: dict[str, str] | None = None, available_now: bool = False,
-                  skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False) -> DataFrame:
+                  skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False,
+                  checkpoint: StoragePath | None = None) -> DataFrame:
     """An input stream: landing files (raw lines), Kafka messages, or the new commits of a Delta table (Delta's
     streaming source; its change data feed for an upserted table). A micro-batch admits what the source's limits
     allow under the trigger (a backfill's own limits under available-now: SourceSpec.admission).
@@ -38,7 +40,9 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
     Kafka: ``startingOffsets`` / ``startingTimestamp``), over the registry's `starting_offsets`. Without it, a
     `new_checkpoint` reads a Delta table from its first commit when that can be done (:func:`first_commit_start`).
     Delta tables named in `skip_changes` are read with ``skipChangeCommits``: their unread row changes are backfills
-    (spark_jobs.rescued_backfill), passed over."""
+    (spark_jobs.rescued_backfill), passed over. A Delta table whose columns were renamed or dropped in place is read
+    through a schema log in the query's `checkpoint` (:func:`schema_tracking_options`), and its columns come under
+    today's names."""
     reader = spark.readStream
     limits = source.admission(available_now)
     if limits.max_files:
@@ -61,9 +65,43 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         starting = delta_start_options(starting, source.name, delta_store.latest_version(table))
     elif new_checkpoint and not source.read_change_feed:
         starting = first_commit_start(settings, source)
-    for option, value in (starting or {}).items():
+    for option, value in {**(starting or {}), **schema_tracking_options(table, checkpoint)}.items():
         reader = reader.option(option, value)
-    return reader.format("delta").load(str(table))
+    return under_new_names(reader.format("delta").load(str(table)), source)
+
+
+SCHEMA_TRACKING = "_schema_tracking"  # in a job's checkpoint: Delta's schema log of each table it reads
+# The reader options that let a query read on past a column renamed, dropped or widened in a table it reads: set only
+# for tables with column mapping or type widening on, which the product turns on from the registry (an `evolve`
+# plan); it maps the former names itself (under_new_names).
+SCHEMA_CHANGES_ALLOWED = {"allowSourceColumnRename": "always", "allowSourceColumnDrop": "always",
+                          "allowSourceColumnTypeChange": "always"}
+
+
+def schema_tracking_options(table: StoragePath, checkpoint: StoragePath | None) -> dict[str, str]:
+    """Delta's streaming source stops for good at a column renamed or dropped in the table it reads unless it keeps a
+    schema log (``schemaTrackingLocation``, under the query's checkpoint): with one it reads the commits before the
+    change under the schema they were written with, stops once at the change (DELTA_STREAMING_METADATA_EVOLUTION:
+    the query starts again) and reads on under the new one. Every query over a Delta table keeps one: Delta starts
+    the log when a query starts a new checkpoint, or at the first batch that reads rows (not at a batch that reads
+    nothing), so it must be there before a rename comes."""
+    from include.storage import delta as delta_store
+
+    if checkpoint is None:
+        return {}
+    options = {"schemaTrackingLocation": str(checkpoint / SCHEMA_TRACKING)}
+    if delta_store.evolved_in_place(table):
+        options.update(SCHEMA_CHANGES_ALLOWED)
+    return options
+
+
+def under_new_names(stream: DataFrame, source: SourceSpec) -> DataFrame:
+    """The stream with the columns its source renamed under their new names: commits written before a rename are
+    read under the names they were written with."""
+    for new, old in source.renamed_from.items():
+        if old in stream.columns and new not in stream.columns:
+            stream = stream.withColumnRenamed(old, new)
+    return stream
 
 
 def first_commit_start(settings: Settings, source: SourceSpec) -> dict[str, str]:
@@ -106,7 +144,8 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     """Typed rows plus the raw line and a quarantine reason (null when the line is good): not UTF-8, what a strict
     JSON parse finds (spark_jobs.strict_json), a value Spark cannot read into its column, a missing required
     field, an unparseable time. A landing line's rows name its file; a Kafka message's its coordinates."""
-    schema = job.source.schema
+    schema, renamed = job.source.schema, job.source.renamed_from
+    read = {**schema, **{old: schema[new] for new, old in renamed.items()}}  # a line may still carry a former name
     kafka = job.source.kind == "kafka"
     text = F.col("value").cast("string") if kafka else F.col("value")  # a message's bytes, unchecked, as text
     # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
@@ -115,21 +154,26 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         F.when(utf8, text).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(text.cast("binary")))).alias(RAW_LINE),
         *(kafka_coordinates() if kafka else [F.col("_metadata.file_path").alias("_source_file")]),
         F.current_timestamp().alias("_ingested_at"),
-        json_fields(text, schema).alias("j"),
-        rescued_fields(text, schema).alias(RESCUED_COLUMN),
-        F.when(utf8, strict_json.strict_reason(text, schema)).alias("_strict"),
+        json_fields(text, read).alias("j"),
+        rescued_fields(text, read).alias(RESCUED_COLUMN),
+        F.when(utf8, strict_json.strict_reason(text, read)).alias("_strict"),
         utf8.alias("_utf8"),
         F.octet_length(text).alias(landing.LINE_BYTES),
     )
-    typed = {column: typed_value(F.col("j")[column], ctype) for column, ctype in schema.items()}
+
+    def field(column: str) -> Column:  # the line's value of `column`, under its former name while the producer sends that
+        value = F.col("j")[column]
+        return F.coalesce(value, F.col("j")[renamed[column]]) if column in renamed else value
+
+    typed = {column: typed_value(field(column), ctype) for column, ctype in schema.items()}
     reason = F.when(F.col(RAW_LINE).isNull(), F.lit("empty_message")).when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
         F.col("_strict").isNotNull(), F.col("_strict")).when(
         F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type"))
     for column in job.source.required:
-        reason = reason.when(F.col(f"j.{column}").isNull(), F.lit(f"missing_{column}"))
+        reason = reason.when(field(column).isNull(), F.lit(f"missing_{column}"))
     for column, ctype in schema.items():
         if ctype in TEXT_TIME_TYPES:
-            reason = reason.when(F.col(f"j.{column}").isNotNull() & typed[column].isNull(), F.lit(f"unparseable_{column}"))
+            reason = reason.when(field(column).isNotNull() & typed[column].isNull(), F.lit(f"unparseable_{column}"))
     provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
@@ -248,7 +292,8 @@ def stream_join(spark: SparkSession, settings: Settings, left: DataFrame, job: J
     spec = job.transform
     if spec.where:
         left = left.where(spec.where)
-    right = source_stream(spark, settings, spec.right, starting, available_now, skip_changes, new_checkpoint)
+    right = source_stream(spark, settings, spec.right, starting, available_now, skip_changes, new_checkpoint,
+                          settings.layout.checkpoint(job.id))
     lt, rt = F.col(f"l.{job.source.event_time}"), F.col(f"r.{spec.right.event_time}")
     condition = [F.col(f"l.{a}") == F.col(f"r.{b}") for a, b in spec.join_keys]
     condition += [rt >= lt - F.expr(f"INTERVAL {spec.before_seconds} SECONDS"),
@@ -316,7 +361,8 @@ def build_stream(spark: SparkSession, settings: Settings, job: JobSpec,
                  starting: dict[str, str] | None = None, available_now: bool = False,
                  skip_changes: frozenset[str] = frozenset(), new_checkpoint: bool = False) -> DataFrame:
     """The job's output stream, ready for its sink (`skip_changes`, `new_checkpoint`: see :func:`source_stream`)."""
-    stream = source_stream(spark, settings, job.source, starting, available_now, skip_changes, new_checkpoint)
+    stream = source_stream(spark, settings, job.source, starting, available_now, skip_changes, new_checkpoint,
+                           settings.layout.checkpoint(job.id))
     kind = job.transform.kind
     if kind == "stream_join":
         return stream_join(spark, settings, stream, job, starting, available_now, skip_changes, new_checkpoint)

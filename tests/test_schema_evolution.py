@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 import yaml
 
+from include import checkpoints
 from include.checkpoints.plan import fingerprint, plan_job, write_fingerprint
 from include.generator import DEFAULT_START
 from include.quality import run_quality
@@ -24,7 +25,7 @@ from include.registry import Trigger, build_registry
 from include.storage import delta as delta_store
 from spark_jobs.rescued_backfill import backfill
 from spark_jobs.streaming_query import run_job
-from tests.support.helpers import arrival_order, generate, gold_rows, run_cli, wait_until_read
+from tests.support.helpers import arrival_order, generate, gold_rows, run_cli, saved_registry, wait_until_read
 from tests.support.oracle import expected_gold
 
 AVAILABLE_NOW = Trigger(available_now=True)
@@ -93,13 +94,18 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
         plan = plans(settings, build_registry(changed), ["bronze_clickstream", "silver_clickstream"])
         return plan["bronze_clickstream"].mode, plan["silver_clickstream"].render()
 
-    def rename(r):
-        r["sources"]["clickstream"]["schema"]["platform"] = r["sources"]["clickstream"]["schema"].pop("device")
+    def rename(r, declared: bool = True):
+        schema = r["sources"]["clickstream"]["schema"]
+        schema["platform"] = {"type": schema.pop("device"), "renamed_from": "device"} if declared else schema.pop("device")
 
     mode, text = mode_and_reason(rename)
-    assert mode == "full-refresh" and "device dropped (renamed to platform?)" in text
+    assert mode == "evolve" and "device renamed to platform in place" in text and "column mapping" in text
+    assert "delta-rs" in text and "schema tracking location" in text  # who reads it, and how
+    mode, text = mode_and_reason(lambda r: rename(r, declared=False))  # a rename not declared: a drop and an add
+    assert mode == "evolve" and "column device dropped in place" in text and "nullable column platform added" in text
+    assert "declare `platform: {type: string, renamed_from: device}` to keep its values" in text
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].pop("device"))
-    assert mode == "full-refresh" and "device dropped" in text and "column mapping" in text
+    assert mode == "evolve" and "column device dropped in place" in text and "column mapping" in text
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(device="int"))
     assert mode == "full-refresh" and "device string -> int" in text  # text does not fit a number
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(seq="int"))
@@ -198,8 +204,10 @@ def add_device(files, nested: bool = False, every: int = 3) -> set[str]:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_twice(spark, settings, raw,
-                                                                                       caplog):
+                                                                                       caplog, tmp_path):
     from include.spark_session import query_session
+
+    settings = replace(settings, registry_path=tmp_path / "jobs.yaml")  # what the live silver's registry watch reads
 
     before = build_registry(raw)
     first = generate(settings, events=900, seed=41, files=3)
@@ -221,7 +229,7 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     assert observed["rows_with_rescued_fields"] == observed["unexpected_count"] == len(rescued)
     assert observed["fields"] == {"device": len(rescued)} and not report.blocking_failures
 
-    after = build_registry(with_field(raw))  # the registry names the field: bronze and silver evolve
+    after = saved_registry(with_field(raw), settings.registry_path, {})  # it names the field: bronze, silver evolve
     assert {j: p.mode for j, p in plans(settings, after, LINEAGE).items()} == {
         "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
     silver_batches = len(list((settings.layout.checkpoint("silver_clickstream") / "commits").iterdir()))
@@ -337,8 +345,9 @@ def house(request, settings):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_twice(spark, house, raw, caplog):
-    settings = house
+def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_twice(spark, house, raw, caplog,
+                                                                                      tmp_path):
+    settings = replace(house, registry_path=tmp_path / "jobs.yaml")  # what the live silver's registry watch reads
     from delta.tables import DeltaTable
 
     from include.storage.reader import query
@@ -348,7 +357,7 @@ def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_tw
     add_rank(first.files, 0)
     for job_id in LINEAGE:
         run_job(spark, settings, before, job_id, AVAILABLE_NOW)
-    after = build_registry(with_field(raw, "rank", "long"))  # the producer's ranks outgrow int
+    after = saved_registry(with_field(raw, "rank", "long"), settings.registry_path, {})  # ranks outgrow int
     planned = plans(settings, after, LINEAGE)
     assert {j: p.mode for j, p in planned.items()} == {
         "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
@@ -425,9 +434,9 @@ def test_a_live_run_sees_a_registry_that_evolves_its_job_and_nothing_else(settin
     path.write_text("jobs: [")
     caplog.set_level("WARNING", logger="spark_jobs.evolution")
     assert watch.evolved() is None and "does not load" in caplog.text
-    renamed = copy.deepcopy(raw)
-    renamed["sources"]["clickstream"]["schema"]["kind"] = renamed["sources"]["clickstream"]["schema"].pop("event_type")
-    path.write_text(yaml.safe_dump(renamed, sort_keys=False))
+    rekeyed = copy.deepcopy(raw)
+    rekeyed["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "user_id"]
+    path.write_text(yaml.safe_dump(rekeyed, sort_keys=False))
     assert watch.evolved() is None and "plan full-refresh" in caplog.text  # waits for a person
     path.write_text(yaml.safe_dump(with_field(raw), sort_keys=False))
     evolved = watch.evolved()
@@ -460,39 +469,98 @@ def test_a_registry_change_seen_before_the_first_batch_is_judged_again_once_ther
     assert evolved is not None and "device" in evolved.job("silver_clickstream").output_schema
 
 
+def renamed_and_dropped(raw: dict) -> dict:
+    """The producer's `device` is now `platform` (declared renamed), and it sends no `event_type` (removed)."""
+    changed = copy.deepcopy(raw)
+    schema = changed["sources"]["clickstream"]["schema"]
+    schema["platform"] = {"type": schema.pop("device"), "renamed_from": "device"}
+    schema.pop("event_type")
+    return changed
+
+
+def producer_moved(path) -> None:
+    """The file's events as the producer sends them after the rename: `platform`, no `event_type`."""
+    def move(record: dict) -> bool:
+        if "device" in record:
+            record["platform"] = record.pop("device")
+        return record.pop("event_type", None) is not None or "platform" in record
+
+    rewrite_events([path], move)
+
+
 @pytest.mark.spark
-def test_a_renamed_column_is_rebuilt_by_full_refresh_with_the_new_schema(spark, settings, raw):
-    """A rename is not `evolve`: the start refuses with the plan; the full refresh replaces the tables' schema (one
-    version each, history kept) and rebuilds them; the old name's values land in `_rescued`."""
-    from include.checkpoints.plan import PlanRequired
-    from include.checkpoints.request import CheckpointRequest
-    from spark_jobs.checkpoint_actions import apply
+@pytest.mark.slow
+def test_a_renamed_and_a_dropped_field_evolve_the_chain_in_place_without_reading_anything_twice(spark, house, raw,
+                                                                                                caplog):
+    """`device` renamed to `platform` in the registry (`renamed_from`) and `event_type` removed: bronze and silver plan
+    `evolve` (gold reads neither); their starts turn column mapping on and rename and drop in place, no file
+    rewritten; silver reads bronze on through its schema log (it stops once per schema change and reads on); the
+    rows written before read under the new name; a file whose lines still carry `device` is read into `platform`;
+    each line once; gold equals the oracle; the product's readers read the tables."""
+    from include.ops.health_report import build
+    from include.storage.reader import query
+    from include.summary import summarize
+    from spark_jobs.transforms import SCHEMA_TRACKING
 
-    chain = copy.deepcopy(with_field(raw))
-    chain["jobs"] = {j: chain["jobs"][j] for j in CHAIN}
+    settings = house
+    chain = with_field(raw)
+    chain["jobs"] = {j: chain["jobs"][j] for j in LINEAGE}
     before = build_registry(chain)
-    landed = generate(settings, events=300, seed=43, files=2)
-    named = add_device(landed.files)
-    for job_id in CHAIN:
+    first = generate(settings, events=600, seed=61, files=2)
+    named = add_device(first.files)
+    for job_id in LINEAGE:
         run_job(spark, settings, before, job_id, AVAILABLE_NOW)
-    renamed = copy.deepcopy(chain)
-    renamed["sources"]["clickstream"]["schema"]["platform"] = renamed["sources"]["clickstream"]["schema"].pop("device")
-    after = build_registry(renamed)
-    with pytest.raises(PlanRequired, match="device dropped \\(renamed to platform\\?\\)"):
-        run_job(spark, settings, after, "bronze_clickstream", AVAILABLE_NOW)
+    silver_batch = checkpoints.latest_committed_batch(settings.layout.checkpoint("silver_clickstream"))
+    after = build_registry(renamed_and_dropped(chain))
+    planned = plans(settings, after, LINEAGE)
+    assert {j: p.mode for j, p in planned.items()} == {
+        "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
+    text = planned["silver_clickstream"].render()
+    assert "device renamed to platform in place" in text and "column event_type dropped in place" in text, text
+    assert "column mapping (name mode)" in text and "delta-rs" in text
 
-    rows = apply(spark, settings, after, CheckpointRequest("full-refresh", CHAIN))
-    assert {r["outcome"] for r in rows} == {"done"}
+    second = generate(settings, events=600, seed=62, files=2, start=DEFAULT_START + timedelta(hours=1))
+    named |= add_device(second.files)
+    moved, not_yet = arrival_order(second.files)
+    producer_moved(moved)  # the other file's lines still say `device`: read into `platform` all the same
+    caplog.set_level("INFO", logger="spark_jobs.streaming_query")
+    for job_id in LINEAGE:
+        run_job(spark, settings, after, job_id, AVAILABLE_NOW)
+
     for table in ("bronze/clickstream", "silver/clickstream"):
-        columns = delta_store.read_table(settings.layout.table(table)).column_names
-        assert "platform" in columns and "device" not in columns, columns
-    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).to_pylist()
+        path = settings.layout.table(table)
+        assert delta_store.column_mapped(path), table
+        rows = delta_store.read_table(path).to_pylist()
+        assert "platform" in rows[0] and "device" not in rows[0] and "event_type" not in rows[0], rows[0]
+        assert {r["event_id"] for r in rows if r["platform"] == "tablet"} == {r["event_id"] for r in rows} & named
+        assert all(r["platform"] is None for r in rows if r["event_id"] not in named), table
+        assert not [r for r in rows if "device" in json.loads(r["_rescued"] or "{}")], table  # not rescued: read
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).num_rows
     quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
-    assert len(bronze) + quarantine == landed.lines
-    assert all(r["platform"] is None for r in bronze)
-    assert sum(json.loads(r["_rescued"] or "{}").get("device") == "tablet" for r in bronze) == sum(
-        r["event_id"] in named for r in bronze) > 0
-    assert {p.mode for p in plans(settings, after).values()} == {"resume"}
+    assert bronze + quarantine == first.lines + second.lines  # each line once: nothing read twice
+    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    assert len({r["event_id"] for r in silver}) == len(silver)  # no duplicate
+    silver_checkpoint = settings.layout.checkpoint("silver_clickstream")
+    assert checkpoints.latest_committed_batch(silver_checkpoint) > silver_batch  # went on from its checkpoint
+    assert (silver_checkpoint / SCHEMA_TRACKING).is_dir()
+    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
+    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files)])
+    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
+    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
+    assert all("renamed device to platform and dropped event_type" in a["detail"] for a in audit), audit
+    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+
+    # the product's readers read the evolved tables: SQL over them, quality (bronze's rows since its last run, by
+    # their versions, across the rename), the summary and the health report
+    platforms = query(settings.layout.table("silver/clickstream"),
+                      "SELECT count(platform) AS n FROM t").to_pylist()
+    assert platforms == [{"n": sum(r["platform"] is not None for r in silver)}] and platforms[0]["n"] > 0
+    report = run_quality(settings, after, ["bronze/clickstream"])
+    assert report.results and not report.blocking_failures, report.render()
+    rows = {t.table: t.rows for t in summarize(settings, after).tables}
+    assert rows["silver/clickstream"] == len(silver) and rows["bronze/clickstream"] == bronze
+    assert "silver_clickstream" in build(settings, after).read_text()
 
 
 @pytest.mark.spark
@@ -526,7 +594,7 @@ def test_a_backfill_names_what_it_cannot_fill(lakehouse_env):
     assert "add it to the registry first" in unknown.stderr
 
 
-def test_the_approval_text_shows_an_evolve_and_why_a_rename_rebuilds_with_the_rows_it_rebuilds(settings, raw):
+def test_the_approval_text_shows_an_evolve_and_why_a_keyed_rename_rebuilds_with_the_rows_it_rebuilds(settings, raw):
     from include.checkpoints.preview import preview, render_markdown
     from include.checkpoints.request import CheckpointRequest
 
@@ -540,14 +608,21 @@ def test_the_approval_text_shows_an_evolve_and_why_a_rename_rebuilds_with_the_ro
 
     added = build_registry(with_field(with_field(raw), "os"))
     text = render_markdown(request, preview(settings, added, request))
-    assert "**Its checkpoint needs no action** (plan: `evolve`): its next start adds the columns" in text
+    assert "**Its checkpoint needs no action** (plan: `evolve`): its next start changes its table in place" in text
     assert "nullable column os added" in text and "This is a **dry run**" in text
     assert "Table `bronze/clickstream`: 3 rows at Delta version 1" in text  # what the refresh would rebuild
 
-    renamed = with_field(raw, "platform")
-    text = render_markdown(request, preview(settings, build_registry(renamed), request))
-    assert "Its checkpoint's plan: `full-refresh`; output_schema: column device dropped (renamed to platform?)" in text
-    assert "Table `bronze/clickstream`: 3 rows at Delta version 1" in text
+    keyed = with_field(raw, "platform")  # a rename of the column silver deduplicates on
+    keyed["sources"]["clickstream"]["schema"]["platform"] = {"type": "string", "renamed_from": "device"}
+    keyed["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "platform"]
+    recorded = copy.deepcopy(with_field(raw))
+    recorded["jobs"]["silver_clickstream"]["transform"]["keys"] = ["event_id", "device"]
+    write_fingerprint(settings.layout.checkpoint("silver_clickstream"),
+                      fingerprint(build_registry(recorded).job("silver_clickstream"), build_registry(recorded)))
+    request = CheckpointRequest("full-refresh", ("silver_clickstream",), dry_run=True, options={"cascade": True})
+    text = render_markdown(request, preview(settings, build_registry(keyed), request))
+    assert "Its checkpoint's plan: `full-refresh`; transform: its state is keyed on device, renamed to platform; " \
+           "output_schema: device renamed to platform: the job's state is keyed on platform" in text, text
 
 
 @pytest.mark.spark

@@ -28,6 +28,7 @@ The plan's mode is the most demanding one among the changes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
@@ -218,8 +219,7 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
         recorded = {**current, "shuffle_partitions": pinned if job.stateful and pinned else current["shuffle_partitions"]}
         note = "checkpoint without a fingerprint: only its shuffle partitions were compared"
     changes = tuple(
-        Change(name, recorded.get(name), current[name],
-               *(schema_change(job, recorded.get(name), current[name]) if name == "output_schema" else FIELDS[name]))
+        Change(name, recorded.get(name), current[name], *_field_change(job, name, recorded.get(name), current[name]))
         for name in FIELDS if recorded.get(name) != current[name]
     )
     kafka = [source for source in job.sources if source.kind == "kafka"]
@@ -233,57 +233,136 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
+def _field_change(job: JobSpec, name: str, before: Any, after: Any) -> tuple[str, str]:
+    if name == "output_schema":
+        return schema_change(job, before, after)
+    if name == "transform":
+        return transform_change(job, before, after)
+    return FIELDS[name]
+
+
 # Readers of a table whose type was widened in place: its protocol rises (reader 3, writer 7, feature typeWidening)
 WIDENING_READERS = ("the table's protocol rises to Delta's typeWidening feature: Spark with Delta 4.0 or later and "
                     "the product's reader read it; delta-rs (the `deltalake` package, 1.6) and older Delta clients "
                     "can no longer read it")
+# Readers of a table whose columns were renamed or dropped in place: column mapping (name mode), reader 2, writer 5+
+MAPPING_READERS = ("column mapping (name mode) is enabled on the table: its protocol rises to Delta's columnMapping "
+                   "feature; Spark with Delta 1.2 or later and the product's reader read it; delta-rs (the `deltalake` "
+                   "package, 1.6) reads it through its DataFusion engine but not its Arrow reader (`to_pyarrow_table`), "
+                   "and a streaming reader needs a schema tracking location (the product's jobs set theirs)")
 
 
 def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, str]) -> tuple[str, str]:
     """The mode (and why) of a change of the job's output schema from `before` (the checkpoint's) to `after`."""
     if not isinstance(before, dict):
         return "full-refresh", "the checkpoint records no output schema to compare with"
-    dropped = [c for c in before if c not in after]
-    added = [c for c in after if c not in before]
-    retyped = [c for c in before if c in after and before[c] != after[c]]
-    described = "; ".join(f"{c} {before[c]} -> {after[c]}" for c in retyped)
-    if dropped:
-        renamed = f" (renamed to {', '.join(added)}?)" if added else ""
-        return "full-refresh", (f"column {', '.join(dropped)} dropped{renamed}: the table's rows and files keep "
-                                "it, and a Delta table without column mapping cannot drop or rename a column")
+    renamed = {new: old for new, old in job.renamed_columns.items() if old in before and new not in before}
+    dropped = [c for c in before if c not in after and c not in renamed.values()]
+    added = [c for c in after if c not in before and c not in renamed]
+    was = {**before, **{new: before[old] for new, old in renamed.items()}}  # the types before, by today's names
+    retyped = [c for c in after if c in was and c not in added and was[c] != after[c]]
+    described = "; ".join(f"{c} {was[c]} -> {after[c]}" for c in retyped)
+    pass_through = job.transform.kind in PASS_THROUGH_KINDS
+    keys = set(getattr(job.transform, "keys", ()))
+    changed = ", ".join([*(f"{old} renamed to {new}" for new, old in renamed.items()),
+                         *(f"column {c} dropped" for c in dropped)])
+    if changed and not pass_through:
+        return "full-refresh", (f"{changed}: a {job.transform.kind} job's state and rows are shaped by its output "
+                                "columns: this job is rebuilt, not the jobs it reads")
+    if keyed := [c for c in renamed if c in keys]:
+        return "full-refresh", f"{changed}: the job's state is keyed on {', '.join(keyed)}"
     if retyped:
         reason = f"column type changed ({described}): the rows written hold the old type"
-        narrowing = [c for c in retyped if (before[c], after[c]) not in DELTA_WIDENINGS]
+        narrowing = [c for c in retyped if (was[c], after[c]) not in DELTA_WIDENINGS]
         if narrowing:
             return "full-refresh", reason + f"; {', '.join(narrowing)}: not a change Delta's type widening makes in place"
-        if job.transform.kind not in PASS_THROUGH_KINDS:
+        if not pass_through:
             return "full-refresh", reason + (f"; Delta widens it in place, but a {job.transform.kind} job's state "
                                              "holds its output columns")
-        keyed = [c for c in retyped if c in getattr(job.transform, "keys", ())]
-        if keyed:
-            return "full-refresh", reason + (f"; Delta widens it in place, but the job's state is keyed on "
-                                             f"{', '.join(keyed)}")
-    if added and job.transform.kind not in PASS_THROUGH_KINDS:
+        if keyed := [c for c in retyped if c in keys]:
+            return "full-refresh", reason + f"; Delta widens it in place, but the job's state is keyed on {', '.join(keyed)}"
+    if added and not pass_through:
         return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
                                 f"({', '.join(added)} added)")
     done = [f"nullable column {', '.join(added)} added (rows written before read null)"] if added else []
     if retyped:
         done.append(f"{described} widened in place (Delta's type widening: no file rewritten; {WIDENING_READERS})")
+    if renamed:
+        done.append(f"{', '.join(f'{old} renamed to {new}' for new, old in renamed.items())} in place (the rows "
+                    "written before read under the new name)")
+    if dropped:
+        hint = (f"; renamed to {', '.join(added)}? declare `{added[0]}: {{type: {after[added[0]]}, renamed_from: "
+                f"{dropped[0]}}}` to keep its values" if added else "")
+        done.append(f"column {', '.join(dropped)} dropped in place (its files keep the values, no reader sees them"
+                    f"{hint})")
+    if renamed or dropped:
+        done.append(MAPPING_READERS)
     return "evolve", (f"{'; '.join(done)}: the next start changes the sink table and resumes the checkpoint; "
                       "nothing is read again")
 
 
-def added_columns(plan: Plan) -> dict[str, str]:
-    """The output columns an `evolve` plan adds (column -> type)."""
-    return {column: ctype for change in plan.changes if change.field == "output_schema" and change.mode == "evolve"
-            for column, ctype in change.after.items() if column not in change.before}
+def transform_change(job: JobSpec, before: Any, after: Any) -> tuple[str, str]:
+    """The mode (and why) of a change of the job's transform: a column its inputs renamed, referred to by its new
+    name and not a key, is `evolve` (the state holds no column name); anything else rebuilds the state."""
+    renames = job.input_renames
+    if renames and isinstance(before, dict) and _renamed(before, renames) == after:
+        keys = [k for k in (*before.get("keys", ()), *(c for pair in before.get("join_keys", ()) for c in pair))
+                if k in renames]
+        if not keys:
+            used = ", ".join(f"{old} as {new}" for old, new in renames.items() if _renamed(before, {old: new}) != before)
+            return "evolve", (f"reads {used} (renamed upstream): the state holds no column name; the next start "
+                              "resumes the checkpoint, nothing is read again")
+        return "full-refresh", f"its state is keyed on {', '.join(keys)}, renamed to {', '.join(renames[k] for k in keys)}"
+    return FIELDS["transform"]
 
 
-def widened_columns(plan: Plan) -> dict[str, tuple[str, str]]:
-    """The output columns an `evolve` plan widens (column -> (type before, type after))."""
-    return {column: (change.before[column], ctype) for change in plan.changes
-            if change.field == "output_schema" and change.mode == "evolve"
-            for column, ctype in change.after.items() if column in change.before and change.before[column] != ctype}
+def _renamed(value: Any, renames: dict[str, str]) -> Any:
+    """`value` (a fingerprint's transform) with each column name in `renames` replaced, also inside SQL expressions."""
+    if isinstance(value, dict):
+        return {k: _renamed(v, renames) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, renames) for v in value]
+    if isinstance(value, str):
+        if value in renames:
+            return renames[value]
+        for old, new in renames.items():
+            value = re.sub(rf"(?<![\w.'\"`]){re.escape(old)}(?![\w'\"`])", new, value)
+    return value
+
+
+@dataclass(frozen=True)
+class OutputEdits:
+    """What an `evolve` plan changes in the job's sink table, by column."""
+
+    added: dict[str, str]  # column -> type
+    widened: dict[str, tuple[str, str]]  # column -> (type before, type after)
+    renamed: dict[str, str]  # new name -> former name
+    dropped: tuple[str, ...]
+
+    def describe(self) -> list[str]:
+        """One phrase per kind of edit, for the audit and the log."""
+        return [text for text, edits in (
+            (f"added {', '.join(f'{c} ({t})' for c, t in self.added.items())}", self.added),
+            (f"widened {', '.join(f'{c} ({a} -> {b})' for c, (a, b) in self.widened.items())}", self.widened),
+            (f"renamed {', '.join(f'{old} to {new}' for new, old in self.renamed.items())}", self.renamed),
+            (f"dropped {', '.join(self.dropped)}", self.dropped)) if edits]
+
+
+def output_edits(plan: Plan, job: JobSpec) -> OutputEdits:
+    """The edits of `job`'s sink table its `evolve` plan makes (none for another plan)."""
+    added, widened, renamed, dropped = {}, {}, {}, []
+    for change in (c for c in plan.changes if c.field == "output_schema" and c.mode == "evolve"):
+        before, after = change.before, change.after
+        renames = {new: old for new, old in job.renamed_columns.items() if old in before and new not in before}
+        renamed.update(renames)
+        dropped += [c for c in before if c not in after and c not in renames.values()]
+        for column, ctype in after.items():
+            was = before.get(renames.get(column, column))
+            if was is None:
+                added[column] = ctype
+            elif was != ctype:
+                widened[column] = (was, ctype)
+    return OutputEdits(added, widened, renamed, tuple(dropped))
 
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:

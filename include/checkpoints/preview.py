@@ -92,8 +92,8 @@ def render_markdown(request: CheckpointRequest, previews: list[JobPreview]) -> s
             lines.append("- **Its checkpoint needs nothing** (plan: `resume`): this action is not needed for "
                          "compatibility with the registry.")
         elif item.plan.mode == "evolve":
-            lines.append("- **Its checkpoint needs no action** (plan: `evolve`): its next start adds the columns "
-                         "(rows written before read null; nothing is read again): "
+            lines.append("- **Its checkpoint needs no action** (plan: `evolve`): its next start changes its table in "
+                         "place (nothing is read again): "
                          + "; ".join(c.reason for c in item.plan.changes if c.mode == "evolve"))
         else:
             lines.append(f"- Its checkpoint's plan: `{item.plan.mode}`"

@@ -27,6 +27,7 @@ class LoadContext:
     writer_sinks: dict[str, dict] = field(default_factory=dict)  # sink table -> its writer's raw sink
     table_schemas: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> schema (validated writers)
     event_times: dict[str, str] = field(default_factory=dict)  # table -> the event-time column it carries on
+    table_renames: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> {new name: former name}
 
     def problem(self, where: str, text: str) -> None:
         """Record `where: text` (`where` names the job or source, and the field)."""

@@ -107,6 +107,8 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
             ctx.table_schemas[table[0]] = output_schema
         if spec is not None and spec.sink.quarantine_table:
             ctx.table_schemas[spec.sink.quarantine_table] = dict(QUARANTINE_SCHEMA)
+        if spec is not None and spec.renamed_columns:
+            ctx.table_renames[spec.sink.table] = spec.renamed_columns
         if spec is not None and _output_event_time(spec):
             ctx.event_times[spec.sink.table] = _output_event_time(spec)
     for group in sorted({j.group for j in jobs.values() if j.group} & set(raw_jobs)):

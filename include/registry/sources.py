@@ -8,6 +8,7 @@ watermark, event time, change feed) are parsed here once. Adding an input kind i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -17,6 +18,8 @@ from include.registry.columns import CHANGE_FEED_COLUMNS, COLUMN_TYPES
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration, parse_size
 from include.registry.specs import Admission, KafkaTopics, SourceSpec
+
+COLUMN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024**2
 MAX_LINE_BYTES_LIMIT = 1024**3
@@ -44,7 +47,7 @@ def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
         fmt = src.get("format", "json")
         if fmt != "json":
             ctx.problem(where, f"format: {fmt!r} is not supported (supported: json)")
-        schema = _schema(ctx, f"{where}: schema", src.get("schema"))
+        schema, renamed = _schema(ctx, f"{where}: schema", src.get("schema"))
         event_time = src.get("event_time")
         if event_time is not None and not isinstance(event_time, str):
             ctx.problem(where, f"event_time: must be a column name, got {event_time!r}")
@@ -68,7 +71,7 @@ def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
             kind="kafka" if "kafka" in src else "landing", name=name,
             path=",".join(kafka.topics) if kafka else src.get("path", f"landing/{name}"), format=fmt, schema=schema,
             required=tuple(required), event_time=event_time, watermark_seconds=None, max_files_per_trigger=None,
-            max_line_bytes=None if "kafka" in src else max_line, kafka=kafka,
+            max_line_bytes=None if "kafka" in src else max_line, kafka=kafka, renamed_from=renamed,
         )
     return sources
 
@@ -120,14 +123,31 @@ def parse_timestamp(value: Any) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _schema(ctx: LoadContext, where: str, raw: Any) -> dict[str, str]:
+def _schema(ctx: LoadContext, where: str, raw: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """A source's `schema:` (column -> type, or column -> {type, renamed_from}): its columns and types, and the
+    columns the producer renamed (new name -> the name it had)."""
     if not isinstance(raw, dict) or not raw:
         ctx.problem(where, "must be a non-empty mapping of column to type")
-        return {}
-    for column, ctype in raw.items():
+        return {}, {}
+    schema: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+    for column, declared in raw.items():
+        ctype = declared
+        if isinstance(declared, dict):
+            ctx.unknown_fields(f"{where}.{column}", declared, ("type", "renamed_from"))
+            ctype = declared.get("type")
+            old = declared.get("renamed_from")
+            if old is not None and not (isinstance(old, str) and COLUMN_NAME.match(old)):
+                ctx.problem(f"{where}.{column}", f"renamed_from: must be the column's former name, got {old!r}")
+            elif old is not None and (old in raw or old in renamed.values()):
+                ctx.problem(f"{where}.{column}", f"renamed_from: {old!r} is "
+                            + ("a column of the schema" if old in raw else "already renamed by another column"))
+            elif old is not None:
+                renamed[str(column)] = old
         if ctype not in COLUMN_TYPES:
             ctx.problem(where, f"column {column!r} has unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
-    return {str(k): str(v) for k, v in raw.items()}
+        schema[str(column)] = str(ctype)
+    return schema, renamed
 
 
 def _named_source(kind: str) -> Callable[[LoadContext, str, dict, bool], SourceSpec | None]:
@@ -161,8 +181,9 @@ def _table(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpe
     _check_change_feed(ctx, at, name, change_feed)
     if change_feed:
         schema.update(CHANGE_FEED_COLUMNS)
+    renamed = {new: old for new, old in ctx.table_renames.get(name, {}).items() if new in schema}
     return SourceSpec(kind="delta", name=name, path=name, format=None, schema=schema, required=(),
-                      event_time=event_time, watermark_seconds=None, max_files_per_trigger=None)
+                      event_time=event_time, watermark_seconds=None, max_files_per_trigger=None, renamed_from=renamed)
 
 
 def _check_change_feed(ctx: LoadContext, at: str, table: str, change_feed: bool) -> None:

@@ -50,6 +50,9 @@ class SourceSpec:
     max_line_bytes: int | None = None  # landing: longer lines are not read (quarantined as line_too_long)
     kafka: KafkaTopics | None = None  # a Kafka source's topics
     max_offsets_per_trigger: int | None = None  # a Kafka source's admission
+    # columns the producer renamed (new name -> former name): `renamed_from` in a landing or Kafka source's schema;
+    # for a table, what its writer's output renamed
+    renamed_from: dict[str, str] = field(default_factory=dict)
 
     def admission(self, available_now: bool) -> Admission:
         """The limits of a micro-batch under the given trigger. Spark's file source takes one of files and
@@ -306,6 +309,17 @@ class JobSpec:
 
     def tables_written(self) -> list[str]:
         return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
+
+    @property
+    def renamed_columns(self) -> dict[str, str]:
+        """Output columns that carry an input column the producer renamed: new name -> former name."""
+        return {new: old for source in self.sources for new, old in source.renamed_from.items()
+                if new in self.output_schema}
+
+    @property
+    def input_renames(self) -> dict[str, str]:
+        """The renamed columns of the job's inputs: former name -> new name."""
+        return {old: new for source in self.sources for new, old in source.renamed_from.items()}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ from include.storage.reader import read_files, read_table  # noqa: F401 - the on
 
 log = logging.getLogger(__name__)
 
+COLUMN_MAPPING = "delta.columnMapping.mode"  # `name`: columns renamed and dropped in place
+TYPE_WIDENING = "delta.enableTypeWidening"
+
+
 def arrow_type(name: str) -> pa.DataType:
     """The Arrow type of a registry column type (include.registry.columns)."""
     column_type = COLUMN_TYPES[name]
@@ -237,6 +241,19 @@ def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
             info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             changes[version] = info.get("userMetadata")
     return changes
+
+
+def column_mapped(path: Location) -> bool:
+    """Whether the table has Delta's column mapping on (its columns renamed or dropped in place)."""
+    return table_exists(path) and open_table(path).metadata().configuration.get(COLUMN_MAPPING, "none") != "none"
+
+
+def evolved_in_place(path: Location) -> bool:
+    """Whether the table has column mapping or type widening on: its columns may be renamed, dropped or widened."""
+    if not table_exists(path):
+        return False
+    configuration = open_table(path).metadata().configuration
+    return configuration.get(COLUMN_MAPPING, "none") != "none" or configuration.get(TYPE_WIDENING) == "true"
 
 
 def latest_version(path: Location) -> int:
