@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_or_warn
 from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
@@ -227,8 +228,6 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
                  evolve=True, renamed=edits.renamed if edits else None, dropped=edits.dropped if edits else ())
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
-    from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_or_warn
-
     register_or_warn(spark, settings, [NamedTable(catalog_name(t), settings.layout.table(t))
                                         for t in job.tables_written()] + ops_tables(settings))
 

@@ -65,7 +65,9 @@ def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
         starting = delta_start_options(starting, source.name, delta_store.latest_version(table))
     elif new_checkpoint and not source.read_change_feed:
         starting = first_commit_start(settings, source)
-    for option, value in {**(starting or {}), **schema_tracking_options(table, checkpoint)}.items():
+    # a start after the table's last commit has no schema to start a log with: Delta starts it at the first rows
+    tracking = schema_tracking_options(table, checkpoint) if (starting or {}).get("startingVersion") != "latest" else {}
+    for option, value in {**(starting or {}), **tracking}.items():
         reader = reader.option(option, value)
     return under_new_names(reader.format("delta").load(str(table)), source)
 

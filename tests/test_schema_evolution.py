@@ -156,6 +156,58 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
     assert rebuilt.mode == "full-refresh" and "window_aggregate job's state" in rebuilt.render()
 
 
+def test_a_rename_evolves_the_jobs_that_read_it_by_name_and_rebuilds_only_a_job_keyed_on_it(settings, raw):
+    """`value` renamed to `amount` (and `user_id` to `account`): the pass-through jobs evolve; a gold job whose
+    aggregation now names `amount` evolves (its state holds sums, not names); one keyed on the renamed `account`
+    is rebuilt, alone with its downstream, never the jobs above it."""
+    raw = copy.deepcopy(raw)  # the chain and its aggregations (a processor reads the columns its catalogue names)
+    raw["jobs"] = {j: raw["jobs"][j] for j in (*LINEAGE, "gold_user_activity_1h")}
+    base = build_registry(raw)
+    for job_id in base.order:
+        recorded_checkpoint(settings, base, job_id)
+    renamed = copy.deepcopy(raw)
+    schema = renamed["sources"]["clickstream"]["schema"]
+    schema["amount"] = {"type": schema.pop("value"), "renamed_from": "value"}
+    for job in renamed["jobs"].values():
+        for aggregation in (job["transform"].get("aggregations") or {}).values():
+            if isinstance(aggregation, dict) and aggregation.get("column") == "value":
+                aggregation["column"] = "amount"
+    after = build_registry(renamed)
+    planned = plans(settings, after)
+    assert planned["bronze_clickstream"].mode == planned["silver_clickstream"].mode == "evolve"
+    gold = planned["gold_user_activity_5m"]
+    assert gold.mode == "evolve" and "reads value as amount (renamed upstream)" in gold.render(), gold.render()
+    assert "value renamed to amount in place" in planned["silver_clickstream"].render()
+
+    schema["account"] = {"type": schema.pop("user_id"), "renamed_from": "user_id"}
+    for job in renamed["jobs"].values():  # the gold jobs group (and upsert) by it
+        for part, field in ((job["transform"], "keys"), (job["sink"], "merge_keys")):
+            if "user_id" in (part.get(field) or []):
+                part[field] = ["account" if k == "user_id" else k for k in part[field]]
+    keyed = plans(settings, build_registry(renamed), ["silver_clickstream", "gold_user_activity_5m"])
+    assert keyed["silver_clickstream"].mode == "evolve"  # deduplicates on event_id: passes account through
+    rebuilt = keyed["gold_user_activity_5m"]
+    assert rebuilt.mode == "full-refresh" and "its state is keyed on user_id, renamed to account" in rebuilt.render()
+    assert "bronze_clickstream" not in rebuilt.downstream and "silver_clickstream" not in rebuilt.downstream
+
+
+def test_a_bad_renamed_from_is_named(raw):
+    from include.registry import RegistryError
+
+    for declared, text in (({"type": "string", "renamed_from": "user_id"}, "'user_id' is a column of the schema"),
+                           ({"type": "string", "renamed_from": "2x"}, "renamed_from: must be the column's former name"),
+                           ({"type": "strng", "renamed_from": "old"}, "unknown type 'strng'"),
+                           ({"type": "string", "renamed_from": "old", "was": 1}, "unknown fields ['was']")):
+        bad = copy.deepcopy(raw)
+        bad["sources"]["clickstream"]["schema"]["platform"] = declared
+        with pytest.raises(RegistryError, match=re.escape(text)):
+            build_registry(bad)
+    dropped = copy.deepcopy(raw)
+    dropped["sources"]["clickstream"]["schema"].pop("value")  # gold still sums it: the registry names the reader
+    with pytest.raises(RegistryError, match="value"):
+        build_registry(dropped)
+
+
 def test_a_checkpoint_from_before_the_rescued_column_evolves(settings, registry):
     """Lakehouses made before bronze had `_rescued`: their bronze and silver plans add it, nothing else."""
     for job_id in CHAIN:
@@ -497,6 +549,7 @@ def test_a_renamed_and_a_dropped_field_evolve_the_chain_in_place_without_reading
     rewritten; silver reads bronze on through its schema log (it stops once per schema change and reads on); the
     rows written before read under the new name; a file whose lines still carry `device` is read into `platform`;
     each line once; gold equals the oracle; the product's readers read the tables."""
+    from include.checkpoints.inspect import inspect
     from include.ops.health_report import build
     from include.storage.reader import query
     from include.summary import summarize
@@ -561,6 +614,10 @@ def test_a_renamed_and_a_dropped_field_evolve_the_chain_in_place_without_reading
     rows = {t.table: t.rows for t in summarize(settings, after).tables}
     assert rows["silver/clickstream"] == len(silver) and rows["bronze/clickstream"] == bronze
     assert "silver_clickstream" in build(settings, after).read_text()
+    for job_id in CHAIN:  # the checkpoint inspection reads each sink's commits (the versions its batches wrote)
+        report = inspect(settings, after, after.job(job_id))
+        assert report["plan"]["mode"] == "resume" and report["sinks"][0]["delta_version"] == \
+            delta_store.latest_version(settings.layout.table(after.job(job_id).sink.table)), report
 
 
 @pytest.mark.spark
@@ -630,10 +687,11 @@ def test_the_approval_text_shows_an_evolve_and_why_a_keyed_rename_rebuilds_with_
 @pytest.mark.timeout(600)
 def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap(settings, tmp_path):
     """bronze, silver and the 5-minute windows in one live driver (a real `lakehouse run --group` process): events with
-    a new field flow (rescued), and an int `rank`; the registry file then names the field and widens `rank` to long:
-    bronze's and silver's queries stop between batches and start again with it, gold's restarts itself on silver's
-    new schema, in the same driver, with no failure; the next drop's field lands in its column, its ranks beyond
-    int in the widened one, and gold equals the oracle over both drops."""
+    a new field flow (rescued), and an int `rank`; the registry file then names the field, widens `rank` to long and
+    renames `value` to `amount` (gold sums `amount`): the three queries stop between batches and start again with it
+    (gold's also on silver's new schema), in the same driver, with no failure; the next drop's field lands in its
+    column, its ranks beyond int in the widened one, its `value` (the producer has not moved) in `amount`, and gold
+    equals the oracle over both drops."""
     import os
 
     from include.generator import GeneratorConfig, write_landing
@@ -645,6 +703,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     path = tmp_path / "jobs.yaml"
     group_registry(path)
     raw = yaml.safe_load(path.read_text())
+    raw["jobs"] = {j: raw["jobs"][j] for j in MEMBERS}  # (the processors read `value` by the catalogue's name)
     raw["sources"]["clickstream"]["schema"]["rank"] = "int"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     registry = build_registry(raw, path)
@@ -657,7 +716,9 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
         wait_for(lambda: holders(own) == dict.fromkeys(MEMBERS, pid), 180, "the group's jobs in one driver")
         wait_for(lambda: landed(own) == drops[0].lines, 180, "the first drop in bronze")
 
-        raw["sources"]["clickstream"]["schema"].update(device="string", rank="long")
+        schema = raw["sources"]["clickstream"]["schema"]
+        schema.update(device="string", rank="long", amount={"type": schema.pop("value"), "renamed_from": "value"})
+        raw["jobs"]["gold_user_activity_5m"]["transform"]["aggregations"]["total_value"]["column"] = "amount"
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         evolved = build_registry(raw, path)
         wait_for(lambda: {p.mode for p in plans(own, evolved, MEMBERS).values()} == {"resume"}, 180,
@@ -695,10 +756,11 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     for rows in (bronze, silver):  # the ranks beyond int in the widened column, the earlier ones as written
         assert all(r["rank"] == (WIDE if r["_source_file"].endswith(second) else 0) + int(r["event_id"][-4:], 16)
                    for r in rows)
-    audit = [a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"]
-    assert sorted(a["job"] for a in audit) == sorted(CHAIN) and {a["actor"] for a in audit} == {
-        "job:bronze_clickstream", "job:silver_clickstream"}
-    assert all("widened rank (int -> long)" in a["detail"] for a in audit), audit
+    assert all(r["amount"] is not None and "value" not in r for r in silver)  # the producer still sends `value`
+    audit = {a["job"]: a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"}
+    assert set(audit) == set(MEMBERS) and {a["actor"] for a in audit.values()} == {f"job:{j}" for j in MEMBERS}
+    assert all("widened rank (int -> long) and renamed value to amount" in audit[j]["detail"] for j in CHAIN), audit
+    assert "reads value as amount, renamed upstream" in audit["gold_user_activity_5m"]["detail"]
 
 
 @pytest.mark.spark

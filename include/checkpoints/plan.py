@@ -6,16 +6,18 @@ registry and each changed field is classified:
 
 - ``resume``: nothing stateful changed (admission limits, triggers, supervision, quality, docs);
 - ``evolve``: a job that passes its rows through (parse_json, deduplicate) gains nullable output columns (a
-  source's new field, or bronze's rescued column): its state does not hold them, so the job's next start adds them
-  to its sink table (one Delta version, audited) and goes on from its checkpoint; nothing is read again. Not
-  destructive, so no person needs to approve it: the start applies it (:func:`schema_change` decides);
+  source's new field, or bronze's rescued column), or has one widened, renamed (`renamed_from`) or dropped: its state
+  does not hold them, so the job's next start changes its sink table in place (audited) and goes on from its
+  checkpoint; nothing is read again. A job that refers to a column renamed upstream by its new name, not as a key,
+  evolves too (its state holds no column name). Not destructive, so no person needs to approve it: the start applies
+  it (:func:`schema_change` and :func:`transform_change` decide);
 - ``repartition``: only the shuffle partitions (the state is partitioned by them): the state can be
   moved to the new count offline, nothing is reprocessed;
 - ``reset-checkpoint``: an input was replaced (another table or landing path, its change feed, its
   partitioning): keep the sink table, start a new checkpoint at a chosen source position;
-- ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, the sink, an output column dropped, renamed
-  or retyped (or any output change of a job whose state holds its rows): state and table must be rebuilt from all
-  source data, and so must every job downstream.
+- ``full-refresh``: keys, windows, gap, join, watermarks, aggregations, the sink, an output column retyped otherwise
+  than widened, a rename of a column the state is keyed on (or any output change of a job whose state holds its
+  rows): state and table must be rebuilt from all source data, and so must every job downstream.
 
 A job reading Kafka is also checked against its topics on the broker (given the settings): partitions added
 since the checkpoint are read from their start (``resume``, said in the note); a topic deleted and re-created,

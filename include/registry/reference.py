@@ -29,6 +29,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("sources.<source>", ("sources:parse_sources",), "SourceSpec",
             about="A landing source (files under `path`) or a Kafka source (`kafka`), which `parse_json` jobs read."),
     Section("sources.<source>.kafka", ("sources:_kafka_topics",), "KafkaTopics"),
+    Section("sources.<source>.schema.<column>", ("sources:_schema",),
+            about="A column given as a mapping instead of a type: a field the producer renamed."),
     Section("jobs.<job>", ("loading:_parse_job",), "JobSpec", about="One streaming job."),
     Section("jobs.<job>.source", ("sources:parse_source",), "SourceSpec",
             about="What the job reads: exactly one of `landing`, `kafka` or `table`, with its admission. A "
@@ -96,6 +98,11 @@ KEY_TEXT: dict[str, dict[str, str]] = {
                   "read into it); a field it does not name goes to `_rescued`; a field removed is dropped in place",
         "required": "columns without which a line goes to the quarantine (`missing_<column>`)",
         "event_time": "the timestamp column that is the source's event time",
+    },
+    "sources.<source>.schema.<column>": {
+        "type": "the column's type",
+        "renamed_from": "the name the producer sent the field under before: the tables rename the column in place "
+                        "(`evolve`), and lines that still carry that name are read into it",
     },
     "sources.<source>.kafka": {
         "connection": "the Airflow connection (conn type `kafka`) whose extra's `bootstrap.servers` names the broker",
@@ -212,6 +219,7 @@ VALUES: dict[tuple[str, str], str] = {
     ("jobs.<job>.transform.aggregations.<column>", "type"): "columns:COLUMN_TYPES",
     ("jobs.<job>.transform.keys[] (an expression key)", "type"): "columns:COLUMN_TYPES",
     ("sources.<source>", "schema"): "columns:COLUMN_TYPES",
+    ("sources.<source>.schema.<column>", "type"): "columns:COLUMN_TYPES",
     ("jobs.<job>.sink", "mode"): "vocabulary:SINK_MODES",
     ("jobs.<job>.sink", "properties"): "vocabulary:TABLE_PROPERTIES",
     ("jobs.<job>.state_store", "provider"): "vocabulary:STATE_PROVIDERS",
