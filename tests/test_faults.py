@@ -194,3 +194,17 @@ def test_an_airflow_task_kill_stops_the_job_at_a_batch_boundary(settings, lakeho
     assert not runner.is_alive() and not failures, failures
     assert operator._hook._submit_sp.returncode == 0
     assert read_heartbeat(settings, JOB)["status"] == "stopped" and not lease.is_held(settings, JOB)
+
+
+def test_a_start_stopped_before_its_query_id_was_written_is_not_a_damaged_checkpoint(settings, registry):
+    """A query killed while it made its checkpoint (the offset log's directory made, `metadata` not yet) ran no batch:
+    the next start goes on (Spark writes a new id). Once a batch is logged, a missing `metadata` is damage."""
+    from include.checkpoints.validate import CheckpointDamaged, check_job_files
+
+    job = registry.job("silver_clickstream")
+    checkpoint = settings.layout.checkpoint(job.id)
+    (checkpoint / "offsets").mkdir(parents=True)
+    check_job_files(settings, job)
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{}')
+    with pytest.raises(CheckpointDamaged, match="metadata is missing"):
+        check_job_files(settings, job)

@@ -77,13 +77,17 @@ def _read_log_file(job: JobSpec, checkpoint: StoragePath, path: StoragePath, fir
 
 def _check_logs(checkpoint: StoragePath, job: JobSpec) -> None:
     metadata = checkpoint / "metadata"
+    offsets = batch_ids(checkpoint / "offsets")
     try:
         json.loads(metadata.read_text(encoding="utf-8").splitlines()[0])["id"]
     except FileNotFoundError:
+        if not offsets and not batch_ids(checkpoint / "commits"):
+            # a start stopped before its first batch (its offset log made, its query id not yet, seen on S3 when the
+            # cluster's task was killed): no batch ran under any id, and Spark writes a new one
+            return
         raise _damaged(job, checkpoint, metadata, "is missing (it holds the query id)") from None
     except (UnicodeDecodeError, IndexError, KeyError, TypeError, json.JSONDecodeError):
         raise _damaged(job, checkpoint, metadata, "is unreadable (it holds the query id)") from None
-    offsets = batch_ids(checkpoint / "offsets")
     for previous, batch in zip(offsets, offsets[1:], strict=False):
         if batch != previous + 1:
             raise _damaged(job, checkpoint, checkpoint / "offsets" / str(previous + 1), "is missing (the offset log "
