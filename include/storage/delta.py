@@ -243,16 +243,19 @@ def change_commits(path: StoragePath, since: int) -> dict[int, str | None]:
     return changes
 
 
+def table_configuration(path: Location) -> dict[str, str]:
+    """The table's properties (its latest metadata's configuration); {} when there is no table."""
+    return dict(open_table(path).metadata().configuration) if table_exists(path) else {}
+
+
 def column_mapped(path: Location) -> bool:
     """Whether the table has Delta's column mapping on (its columns renamed or dropped in place)."""
-    return table_exists(path) and open_table(path).metadata().configuration.get(COLUMN_MAPPING, "none") != "none"
+    return table_configuration(path).get(COLUMN_MAPPING, "none") != "none"
 
 
 def evolved_in_place(path: Location) -> bool:
     """Whether the table has column mapping or type widening on: its columns may be renamed, dropped or widened."""
-    if not table_exists(path):
-        return False
-    configuration = open_table(path).metadata().configuration
+    configuration = table_configuration(path)
     return configuration.get(COLUMN_MAPPING, "none") != "none" or configuration.get(TYPE_WIDENING) == "true"
 
 
