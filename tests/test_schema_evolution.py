@@ -389,6 +389,25 @@ def add_rank(files, base: int) -> None:
     rewrite_events(files, lambda record: record.update(rank=base + int(record["event_id"][-4:], 16)) or True)
 
 
+def assert_evolved_once(settings, after, drops, caplog, change: str) -> list[dict]:
+    """After two drops run through the chain, the second one past an `evolve`: each line once in bronze, silver
+    without a duplicate, a reading query restarted on its input's new schema, gold equal to the oracle, one audit row
+    per evolved job saying `change`, every plan back to `resume`. Silver's rows."""
+    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).num_rows
+    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
+    assert bronze + quarantine == sum(d.lines for d in drops)  # each line once: nothing read twice
+    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
+    assert len({r["event_id"] for r in silver}) == len(silver)  # no duplicate
+    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
+    expected = expected_gold(after, [arrival_order(d.files) for d in drops])
+    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
+    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
+    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
+    assert all(change in a["detail"] for a in audit), audit
+    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+    return silver
+
+
 @pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.full, pytest.mark.s3])])  # s3: test-full
 def house(request, settings):
     """The test's lakehouse: a local root, or a fresh prefix of the session's S3 bucket."""
@@ -449,18 +468,7 @@ def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_tw
         assert all((r["rank"] >= WIDE) == r["_source_file"].endswith(late_files) for r in rows), table
         assert all(r["rank"] == (WIDE if r["_source_file"].endswith(late_files) else 0) + int(r["event_id"][-4:], 16)
                    for r in rows), table
-    bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).num_rows
-    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
-    assert bronze + quarantine == first.lines + second.lines  # each line once: nothing read twice
-    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
-    assert len({r["event_id"] for r in silver}) == len(silver)  # no duplicate
-    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
-    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files)])
-    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
-    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
-    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
-    assert all("widened rank (int -> long)" in a["detail"] for a in audit), audit
-    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
+    silver = assert_evolved_once(settings, after, (first, second), caplog, "widened rank (int -> long)")
     # the readers outside Spark read the widened tables: SQL, quality
     top = query(settings.layout.table("silver/clickstream"), "SELECT max(rank) AS top FROM t").to_pylist()
     assert top == [{"top": max(r["rank"] for r in silver)}] and top[0]["top"] > WIDE
@@ -588,21 +596,12 @@ def test_a_renamed_and_a_dropped_field_evolve_the_chain_in_place_without_reading
         assert {r["event_id"] for r in rows if r["platform"] == "tablet"} == {r["event_id"] for r in rows} & named
         assert all(r["platform"] is None for r in rows if r["event_id"] not in named), table
         assert not [r for r in rows if "device" in json.loads(r["_rescued"] or "{}")], table  # not rescued: read
+    silver = assert_evolved_once(settings, after, (first, second), caplog,
+                                 "renamed device to platform and dropped event_type")
     bronze = delta_store.read_table(settings.layout.table("bronze/clickstream")).num_rows
-    quarantine = delta_store.read_table(settings.layout.table("bronze/clickstream_quarantine")).num_rows
-    assert bronze + quarantine == first.lines + second.lines  # each line once: nothing read twice
-    silver = delta_store.read_table(settings.layout.table("silver/clickstream")).to_pylist()
-    assert len({r["event_id"] for r in silver}) == len(silver)  # no duplicate
     silver_checkpoint = settings.layout.checkpoint("silver_clickstream")
     assert checkpoints.latest_committed_batch(silver_checkpoint) > silver_batch  # went on from its checkpoint
     assert (silver_checkpoint / SCHEMA_TRACKING).is_dir()
-    assert any("has a new schema; its query starts again" in r.getMessage() for r in caplog.records)
-    expected = expected_gold(after, [arrival_order(first.files), arrival_order(second.files)])
-    assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
-    audit = [a for a in checkpoint_audit.outcomes(settings) if a["mode"] == "evolve"]
-    assert sorted(a["job"] for a in audit) == sorted(CHAIN)
-    assert all("renamed device to platform and dropped event_type" in a["detail"] for a in audit), audit
-    assert {p.mode for p in plans(settings, after, LINEAGE).values()} == {"resume"}
 
     # the product's readers read the evolved tables: SQL over them, quality (bronze's rows since its last run, by
     # their versions, across the rename), the summary and the health report
