@@ -492,10 +492,12 @@ def quality_checks_reference() -> str:
 
 
 def column_types_reference() -> str:
-    from include.registry.columns import COLUMN_TYPES
+    from include.registry.columns import COLUMN_TYPES, MAX_DECIMAL_PRECISION
 
     lines = ["| type | Spark | Arrow |", "|---|---|---|"]
     lines += [f"| `{t.name}` | `{t.spark}` | `{t.arrow}`{' (UTC)' if t.utc else ''} |" for t in COLUMN_TYPES.values()]
+    lines.append(f"| `decimal(p,s)` (precision 1 to {MAX_DECIMAL_PRECISION}, scale 0 to p) | `DecimalType(p, s)` | "
+                 "`decimal128(p, s)` |")
     return "\n".join(lines) + "\n"
 
 

@@ -21,7 +21,7 @@ from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
-from include.registry.columns import DELTA_WIDENINGS, type_name
+from include.registry.columns import delta_widens, type_name
 from include.settings import Settings
 from include.storage.delta import (  # reader-writer table features: the protocol rises
     COLUMN_MAPPING,
@@ -137,7 +137,7 @@ def add_columns(spark: SparkSession, path: StoragePath, fields: list[StructField
 
 def is_widening(before, after) -> bool:
     """Whether Delta's type widening changes a column of Spark type `before` to `after` in place."""
-    return (type_name(before.simpleString()), type_name(after.simpleString())) in DELTA_WIDENINGS
+    return delta_widens(type_name(before.simpleString()), type_name(after.simpleString()))
 
 
 def widen_columns(spark: SparkSession, path: StoragePath, fields: list[StructField]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from include.catalog.metastore import MetastoreFiles, hive_site
 from include.catalog.tables import catalog_name, named_tables
 from include.daemons import free_port_block
 from include.settings import Settings, load_settings
+from include.storage import delta as delta_store
 from tests.support.helpers import arrival_order, generate, run_cli
 from tests.support.oracle import expected_gold
 
@@ -231,7 +233,8 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
     """Without the endpoint, `lakehouse query` reads in a local session on the catalog (read-only too), and a DAG task
     by the Spark provider's SparkSqlOperator. The registry names a new field: bronze and silver add the column when
     they start, and `DESCRIBE` by name shows it (from the Delta log, not the metastore's placeholder); a full refresh
-    of gold rebuilds it in place, and its name reads the rebuilt rows. The catalog down, the DAG task is skipped; a
+    of gold rebuilds it in place, and its name reads the rebuilt rows. It also renames `event_type` to `action` (column
+    mapping, in place): the name's SQL reads every row, those written before too, under the new name. The catalog down, the DAG task is skipped; a
     driver whose session was on the catalog starts a query with one warning (nothing of a job names a table in the
     catalog's SQL), and so does a job started without it after the lakehouse moved to another root; `catalog up`
     (its sync) names both jobs' new tables and points every other name at the new root."""
@@ -245,13 +248,21 @@ def test_names_stay_true_through_an_evolve_a_full_refresh_a_catalog_down_and_a_m
 
     house, env = named, dict(named.env)
     assert run_cli(["sql", "status"], env).returncode == 1  # no endpoint: local sessions
+    kinds = Counter(r["event_type"] for r in delta_store.read_table(house.settings.layout.table("silver/clickstream"),
+                                                                    columns=["event_type"]).to_pylist())
     changed = copy.deepcopy(raw)
-    changed["sources"]["clickstream"]["schema"]["device"] = "string"
+    schema = changed["sources"]["clickstream"]["schema"]
+    schema["action"] = {"type": schema.pop("event_type"), "renamed_from": "event_type"}
+    schema["device"] = "string"
+    changed["jobs"]["gold_order_payments"]["transform"]["where"] = "action = 'purchase'"
     saved_registry(changed, tmp_path / "jobs.yaml", env)
     evolved = run_cli(["run", "bronze_clickstream", "silver_clickstream"], env, timeout=600)
     assert evolved.returncode == 0, evolved.stderr[-3000:]
     columns = [c["col_name"] for c in query_in(env, "DESCRIBE TABLE silver.clickstream")]
-    assert columns[:3] == ["event_id", "user_id", "event_type"] and "device" in columns, columns
+    assert columns[:3] == ["event_id", "user_id", "action"] and "device" in columns, columns
+    assert "event_type" not in columns
+    counted = query_in(env, "SELECT action, count(*) AS n FROM silver.clickstream GROUP BY action")
+    assert {r["action"]: int(r["n"]) for r in counted} == kinds and sum(kinds.values()) > 0
     assert refused(env, "DROP TABLE silver.clickstream").startswith("lakehouse query: read-only: DROP TABLE")
 
     def task(sql: str) -> CatalogSqlOperator:  # as in the data_quality DAG's gold_summary_by_name

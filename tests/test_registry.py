@@ -173,6 +173,29 @@ def test_expression_keys_and_inputs(raw):
                for p in found)
 
 
+def test_decimal_columns_carry_their_precision_and_scale_through_the_jobs(raw):
+    from include.registry import build_registry
+
+    raw["sources"]["clickstream"]["schema"]["price"] = "decimal( 12, 2 )"
+    transform = raw["jobs"]["gold_user_activity_5m"]["transform"]
+    transform["aggregations"].update(revenue={"fn": "sum", "column": "price"}, mean_price={"fn": "avg", "column": "price"},
+                                     top_price={"fn": "max", "column": "price"},
+                                     fee={"fn": "sum", "expr": "price * 0.01", "type": "decimal(36,4)"})
+    registry = build_registry(raw)
+    assert registry.job("silver_clickstream").output_schema["price"] == "decimal(12,2)"  # written one way
+    gold = registry.job("gold_user_activity_5m").output_schema
+    # Spark's result types: a sum gains 10 integer digits, an average 4 digits of scale, both at most 38
+    assert (gold["revenue"], gold["mean_price"], gold["top_price"], gold["fee"]) == (
+        "decimal(22,2)", "decimal(16,6)", "decimal(12,2)", "decimal(38,4)")
+    raw["sources"]["clickstream"]["schema"].update(price="decimal(39,2)", tax="decimal(4,5)", vat="decimal(4)")
+    found = problems_of(raw)
+    for column, named in (("price", "decimal(39,2)"), ("tax", "decimal(4,5)")):
+        assert f"source 'clickstream': schema: column {column!r}: {named!r}: a decimal's precision is 1 to 38 and " \
+               "its scale 0 to the precision" in found
+    assert "source 'clickstream': schema: column 'vat': unknown type 'decimal(4)' (known: string, double, float, " \
+           "long, int, boolean, timestamp, date, decimal(p,s))" in found
+
+
 def test_running_aggregates_upsert_one_row_per_key(registry, raw):
     totals = registry.job("gold_user_running_totals")
     assert totals.sink.mode == "update" and totals.sink.merge_keys == ("user_id",) and totals.stateful
@@ -219,7 +242,7 @@ def test_other_mistakes_are_named(raw):
     assert "job 'gold_user_activity_5m': transform.kind: unknown kind 'pivot'" in found
     assert "job 'gold_user_activity_1h': sink.mode: unknown mode 'complete'" in found
     assert "job 'bronze_clickstream': source.max_files_per_trigger: must be a positive integer" in found
-    assert "source 'clickstream': schema: column 'value' has unknown type 'float64'" in found
+    assert "source 'clickstream': schema: column 'value': unknown type 'float64'" in found
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

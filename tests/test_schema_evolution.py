@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -33,6 +34,7 @@ LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 CHAIN = ("bronze_clickstream", "silver_clickstream")
 GROUP_NAME = "clickstream"  # tests/test_groups.py's group
 WIDE = 2**31  # a rank beyond int's range
+PRICEY = 10**11  # a price beyond decimal(10,2)
 
 
 def with_field(raw: dict, name: str = "device", ctype: str = "string") -> dict:
@@ -127,6 +129,20 @@ def test_an_added_nullable_column_evolves_and_every_other_change_does_not(settin
     assert mode == "evolve" and "ratio float -> double widened in place" in text
     mode, text = mode_and_reason(lambda r: r["sources"]["clickstream"]["schema"].update(rank="int", ratio="long"))
     assert mode == "full-refresh" and "ratio: not a change Delta's type widening makes in place" in text
+    priced = with_field(widened, "price", "decimal(10,2)")
+    for job_id in CHAIN:  # checkpoints recorded with a decimal column
+        write_fingerprint(settings.layout.checkpoint(job_id), fingerprint(build_registry(priced).job(job_id),
+                                                                          build_registry(priced)))
+    for price, widens in (("decimal(12,2)", True), ("decimal(13,3)", True), ("decimal(10,3)", False),
+                          ("decimal(9,2)", False), ("double", False)):  # integer digits and scale: neither shrinks
+        mode, text = mode_and_reason(lambda r, p=price: r["sources"]["clickstream"]["schema"].update(rank="int",
+                                                                                                     price=p))
+        assert (mode == "evolve" and f"price decimal(10,2) -> {price} widened in place" in text) if widens else \
+            (mode == "full-refresh" and "price: not a change Delta's type widening makes in place" in text), price
+    for rank, widens in (("decimal(10,0)", True), ("decimal(12,2)", True), ("decimal(11,2)", False)):
+        mode, _ = mode_and_reason(lambda r, k=rank: r["sources"]["clickstream"]["schema"].update(rank=k,
+                                                                                                price="decimal(10,2)"))
+        assert mode == ("evolve" if widens else "full-refresh"), rank  # an int needs 10 integer digits
 
     def keyed_on_rank(r):
         r["sources"]["clickstream"]["schema"]["rank"] = "long"
@@ -384,9 +400,24 @@ def test_a_new_field_is_rescued_then_evolves_the_chain_without_reading_anything_
     assert any(m.startswith("job=gold_user_activity_5m") for m in passed_over), passed_over
 
 
-def add_rank(files, base: int) -> None:
-    """Give every event of the landed files a `rank`: `base` plus a number from its id (its duplicate copy the same)."""
-    rewrite_events(files, lambda record: record.update(rank=base + int(record["event_id"][-4:], 16)) or True)
+def add_rank(files, base: int, price_base: int | None = None) -> None:
+    """Give every event of the landed files a `rank` (`base` plus a number from its id, its duplicate copy the same)
+    and, with a `price_base`, a `price` (that plus the number in cents)."""
+    def update(record: dict) -> bool:
+        record["rank"] = base + rank_of(record["event_id"])
+        if price_base is not None:
+            record["price"] = float(price_of(record["event_id"], price_base))
+        return True
+
+    rewrite_events(files, update)
+
+
+def rank_of(event_id: str) -> int:
+    return int(event_id[-4:], 16)
+
+
+def price_of(event_id: str, base: int) -> Decimal:
+    return base + Decimal(rank_of(event_id)) / 100
 
 
 def assert_evolved_once(settings, after, drops, caplog, change: str) -> list[dict]:
@@ -423,18 +454,21 @@ def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_tw
 
     from include.storage.reader import query
 
-    before = build_registry(with_field(raw, "rank", "int"))
+    before = build_registry(with_field(with_field(raw, "rank", "int"), "price", "decimal(10,2)"))
     first = generate(settings, events=600, seed=51, files=2)
-    add_rank(first.files, 0)
+    add_rank(first.files, 0, 0)
     for job_id in LINEAGE:
         run_job(spark, settings, before, job_id, AVAILABLE_NOW)
-    after = saved_registry(with_field(raw, "rank", "long"), settings.registry_path, {})  # ranks outgrow int
+    # ranks outgrow int, prices 8 integer digits
+    after = saved_registry(with_field(with_field(raw, "rank", "long"), "price", "decimal(14, 2)"),
+                           settings.registry_path, {})
     planned = plans(settings, after, LINEAGE)
     assert {j: p.mode for j, p in planned.items()} == {
         "bronze_clickstream": "evolve", "silver_clickstream": "evolve", "gold_user_activity_5m": "resume"}
-    assert "rank int -> long widened in place" in planned["silver_clickstream"].render()
+    assert "rank int -> long; price decimal(10,2) -> decimal(14,2) widened in place" in \
+        planned["silver_clickstream"].render()
     second = generate(settings, events=600, seed=52, files=2, start=DEFAULT_START + timedelta(hours=1))
-    add_rank(second.files, WIDE)
+    add_rank(second.files, WIDE, PRICEY)
     # silver runs live and widens its table first (its input is still int); bronze then widens and reads the ranks
     # beyond int: silver's running query stops once on bronze's new type and reads on with it
     from include.spark_session import query_session
@@ -464,11 +498,15 @@ def test_a_widened_number_evolves_the_chain_in_place_without_reading_anything_tw
         path = settings.layout.table(table)
         assert DeltaTable.forPath(spark, str(path)).detail().first()["properties"]["delta.enableTypeWidening"] == "true"
         rows = delta_store.read_table(path).to_pylist()
-        assert delta_store.read_table(path).schema.field("rank").type == "int64", table
+        schema = delta_store.read_table(path).schema
+        assert (str(schema.field("rank").type), str(schema.field("price").type)) == ("int64", "decimal128(14, 2)"), table
         assert all((r["rank"] >= WIDE) == r["_source_file"].endswith(late_files) for r in rows), table
-        assert all(r["rank"] == (WIDE if r["_source_file"].endswith(late_files) else 0) + int(r["event_id"][-4:], 16)
-                   for r in rows), table
-    silver = assert_evolved_once(settings, after, (first, second), caplog, "widened rank (int -> long)")
+        late = [r["_source_file"].endswith(late_files) for r in rows]
+        assert [(r["rank"], r["price"]) for r in rows] == [
+            ((WIDE if is_late else 0) + rank_of(r["event_id"]), price_of(r["event_id"], PRICEY if is_late else 0))
+            for r, is_late in zip(rows, late, strict=True)], table
+    silver = assert_evolved_once(settings, after, (first, second), caplog,
+                                 "widened rank (int -> long), price (decimal(10,2) -> decimal(14,2))")
     # the readers outside Spark read the widened tables: SQL, quality
     top = query(settings.layout.table("silver/clickstream"), "SELECT max(rank) AS top FROM t").to_pylist()
     assert top == [{"top": max(r["rank"] for r in silver)}] and top[0]["top"] > WIDE
@@ -753,7 +791,7 @@ def test_a_live_group_evolves_by_itself_without_a_new_driver_no_duplicate_no_gap
     silver = delta_store.read_table(own.layout.table("silver/clickstream")).to_pylist()
     assert len(silver) == len({r["event_id"] for r in silver})
     for rows in (bronze, silver):  # the ranks beyond int in the widened column, the earlier ones as written
-        assert all(r["rank"] == (WIDE if r["_source_file"].endswith(second) else 0) + int(r["event_id"][-4:], 16)
+        assert all(r["rank"] == (WIDE if r["_source_file"].endswith(second) else 0) + rank_of(r["event_id"])
                    for r in rows)
     assert all(r["amount"] is not None and "value" not in r for r in silver)  # the producer still sends `value`
     audit = {a["job"]: a for a in checkpoint_audit.outcomes(own) if a["mode"] == "evolve"}

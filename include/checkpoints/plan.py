@@ -40,7 +40,6 @@ from include.checkpoints.kafka_offsets import check_checkpoint
 from include.kafka.broker import BrokerError
 from include.kafka.connection import bootstrap_servers
 from include.registry import (
-    DELTA_WIDENINGS,
     PROCESSORS,
     Deduplicate,
     JobSpec,
@@ -48,6 +47,7 @@ from include.registry import (
     Registry,
     StatefulProcess,
     StreamJoin,
+    delta_widens,
 )
 from include.settings import Settings
 from include.storage.paths import StoragePath
@@ -275,7 +275,7 @@ def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, 
         return "full-refresh", f"{changed}: the job's state is keyed on {', '.join(keyed)}"
     if retyped:
         reason = f"column type changed ({described}): the rows written hold the old type"
-        narrowing = [c for c in retyped if (was[c], after[c]) not in DELTA_WIDENINGS]
+        narrowing = [c for c in retyped if not delta_widens(was[c], after[c])]
         if narrowing:
             return "full-refresh", reason + f"; {', '.join(narrowing)}: not a change Delta's type widening makes in place"
         if not pass_through:

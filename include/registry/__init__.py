@@ -19,10 +19,13 @@ from include.registry.columns import (
     BRONZE_EXTRA_COLUMNS,
     CHANGE_FEED_COLUMNS,
     COLUMN_TYPES,
-    DELTA_WIDENINGS,
+    KNOWN_TYPES,
     QUARANTINE_SCHEMA,
     RESCUED_COLUMN,
     ColumnType,
+    column_type,
+    delta_widens,
+    type_name,
 )
 from include.registry.durations import Trigger, parse_duration, parse_size
 from include.registry.loading import RegistryError, build_registry, load_registry
@@ -52,7 +55,7 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "DELTA_WIDENINGS", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "KNOWN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "column_type", "delta_widens", "type_name", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "ResourcesSpec", "RunningAggregate", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",

@@ -7,6 +7,7 @@ instantiate them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -17,6 +18,7 @@ class ColumnType:
     arrow: str  # pyarrow.type_for_alias name
     sql: str  # Spark's name of it (DataType.simpleString)
     utc: bool = False  # a timestamp: Arrow's carries the UTC zone (Spark's session time zone is UTC)
+    params: tuple[int, ...] = ()  # a decimal's precision and scale (the arguments of both types)
 
 
 COLUMN_TYPES: dict[str, ColumnType] = {
@@ -32,14 +34,64 @@ COLUMN_TYPES: dict[str, ColumnType] = {
         ColumnType("date", "DateType", "date32", "date"),
     )
 }
-# Type changes Delta's type widening makes in place (Delta 4.4, among the registry's types): the files written before
-# keep their type and read widened. Delta widens an integer to double only when asked (never by schema evolution).
-DELTA_WIDENINGS = frozenset({("int", "long"), ("int", "double"), ("float", "double")})
+MAX_DECIMAL_PRECISION = 38  # Spark's and Delta's
+DECIMAL_TYPE = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+TYPE_NAMES = (*COLUMN_TYPES, "decimal(p,s)")  # what jobs.yaml may write as a column's type
+KNOWN_TYPES = ", ".join(TYPE_NAMES)
+
+
+def column_type(name: object) -> ColumnType:
+    """The column type a registry names (`long`, `decimal(12,2)`); ValueError naming what is wrong otherwise."""
+    if isinstance(name, str) and name in COLUMN_TYPES:
+        return COLUMN_TYPES[name]
+    decimal = DECIMAL_TYPE.fullmatch(name.strip()) if isinstance(name, str) else None
+    if decimal is None:
+        raise ValueError(f"unknown type {name!r} (known: {KNOWN_TYPES})")
+    precision, scale = int(decimal[1]), int(decimal[2])
+    if not 1 <= precision <= MAX_DECIMAL_PRECISION or scale > precision:
+        raise ValueError(f"{name!r}: a decimal's precision is 1 to {MAX_DECIMAL_PRECISION} and its scale 0 to the "
+                         "precision")
+    canonical = f"decimal({precision},{scale})"
+    return ColumnType(canonical, "DecimalType", "decimal128", canonical, params=(precision, scale))
 
 
 def type_name(spark_sql: str) -> str:
     """The registry's name of a Spark type named as Spark names it (`bigint` -> `long`)."""
-    return next((t.name for t in COLUMN_TYPES.values() if t.sql == spark_sql), spark_sql)
+    try:
+        return column_type(spark_sql).name
+    except ValueError:
+        return next((t.name for t in COLUMN_TYPES.values() if t.sql == spark_sql), spark_sql)
+
+
+# Integer digits a decimal needs to hold every value of an integer type (Delta widens an int to decimal(10,0) or wider).
+_INTEGER_DIGITS = {"int": 10, "long": 20}
+
+
+def delta_widens(before: str, after: str) -> bool:
+    """Whether Delta's type widening (4.4) changes a column of registry type `before` to `after` in place: the files
+    written before keep their type and read widened. int -> long or double, float -> double, a decimal to one with
+    as many integer digits and as large a scale, an integer to a decimal with room for its every value. Delta widens
+    an integer to double or decimal only when asked (an ALTER COLUMN, as the job's start does), never by schema
+    evolution."""
+    if (before, after) in {("int", "long"), ("int", "double"), ("float", "double")}:
+        return True
+    try:
+        wide = column_type(after)
+    except ValueError:
+        return False
+    if wide.spark != "DecimalType":
+        return False
+    precision, scale = wide.params
+    if before in _INTEGER_DIGITS:
+        return precision - scale >= _INTEGER_DIGITS[before]
+    try:
+        narrow = column_type(before)
+    except ValueError:
+        return False
+    if narrow.spark != "DecimalType" or narrow == wide:
+        return False
+    was_precision, was_scale = narrow.params
+    return precision - scale >= was_precision - was_scale and scale >= was_scale
 
 
 QUARANTINE_SCHEMA: dict[str, str] = {

@@ -170,7 +170,10 @@ KEY_TEXT: dict[str, dict[str, str]] = {
         "type": "the column type the value is cast to (default `string`)",
     },
     "jobs.<job>.transform.aggregations.<column>": {
-        "type": "the type of an `expr` (default `double`)",
+        "type": "the type of an `expr` (default `double`). The output column's type is Spark's: `count` a `long`; "
+                "`sum` of an `int` or `long` a `long`, of a `float` or `double` a `double`, of a `decimal(p,s)` a "
+                "`decimal(p+10,s)`; `avg` a `double`, of a `decimal(p,s)` a `decimal(p+4,s+4)` (both at most 38); "
+                "`min` and `max` the input's type",
     },
     "jobs.<job>.transform.within (a stream_join's two-sided bound)": {
         "before": "how long before the left event time a right event may lie (a duration)",
@@ -216,10 +219,10 @@ VALUES: dict[tuple[str, str], str] = {
     ("jobs.<job>.transform (stateful_process)", "processor"): "processors:PROCESSORS",
     ("jobs.<job>.transform (stream_join)", "how"): "vocabulary:JOIN_TYPES",
     ("jobs.<job>.transform.aggregations.<column>", "fn"): "vocabulary:AGGREGATE_FUNCTIONS",
-    ("jobs.<job>.transform.aggregations.<column>", "type"): "columns:COLUMN_TYPES",
-    ("jobs.<job>.transform.keys[] (an expression key)", "type"): "columns:COLUMN_TYPES",
-    ("sources.<source>", "schema"): "columns:COLUMN_TYPES",
-    ("sources.<source>.schema.<column>", "type"): "columns:COLUMN_TYPES",
+    ("jobs.<job>.transform.aggregations.<column>", "type"): "columns:TYPE_NAMES",
+    ("jobs.<job>.transform.keys[] (an expression key)", "type"): "columns:TYPE_NAMES",
+    ("sources.<source>", "schema"): "columns:TYPE_NAMES",
+    ("sources.<source>.schema.<column>", "type"): "columns:TYPE_NAMES",
     ("jobs.<job>.sink", "mode"): "vocabulary:SINK_MODES",
     ("jobs.<job>.sink", "properties"): "vocabulary:TABLE_PROPERTIES",
     ("jobs.<job>.state_store", "provider"): "vocabulary:STATE_PROVIDERS",

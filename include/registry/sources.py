@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from include.registry.columns import CHANGE_FEED_COLUMNS, COLUMN_TYPES
+from include.registry.columns import CHANGE_FEED_COLUMNS, column_type
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration, parse_size
 from include.registry.specs import Admission, KafkaTopics, SourceSpec
@@ -144,8 +144,10 @@ def _schema(ctx: LoadContext, where: str, raw: Any) -> tuple[dict[str, str], dic
                             + ("a column of the schema" if old in raw else "already renamed by another column"))
             elif old is not None:
                 renamed[str(column)] = old
-        if ctype not in COLUMN_TYPES:
-            ctx.problem(where, f"column {column!r} has unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
+        try:
+            ctype = column_type(ctype).name
+        except ValueError as exc:
+            ctx.problem(where, f"column {column!r}: {exc}")
         schema[str(column)] = str(ctype)
     return schema, renamed
 

@@ -11,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from include.registry.columns import BRONZE_EXTRA_COLUMNS, COLUMN_TYPES, KAFKA_BRONZE_COLUMNS
+from include.registry.columns import (
+    BRONZE_EXTRA_COLUMNS,
+    KAFKA_BRONZE_COLUMNS,
+    MAX_DECIMAL_PRECISION,
+    column_type,
+)
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration
 from include.registry.processors import PROCESSORS
@@ -88,10 +93,11 @@ def _expression_key(ctx: LoadContext, where: str, key: dict) -> dict[str, str]:
         return {}
     if not isinstance(expr, str) or not expr.strip():
         ctx.problem(f"{at}.expr", "must be a SQL expression over the source's columns")
-    if ctype not in COLUMN_TYPES:
-        ctx.problem(f"{at}.type", f"unknown type {ctype!r} (known: {', '.join(COLUMN_TYPES)})")
+    try:
+        return {name: column_type(ctype).name}
+    except ValueError as exc:
+        ctx.problem(f"{at}.type", str(exc))
         return {}
-    return {name: ctype}
 
 
 def _parse_window_aggregate(ctx: LoadContext, where: str, raw: dict, source: SourceSpec,
@@ -155,8 +161,10 @@ def _aggregations(ctx: LoadContext, where: str, raw: dict, schema: dict[str, str
             if column is not None or not isinstance(expr, str) or not expr.strip():
                 ctx.problem(at, "give a column or an expr (a SQL expression over the source's columns), not both")
                 continue
-            if input_type not in COLUMN_TYPES:
-                ctx.problem(f"{at}.type", f"unknown type {input_type!r}")
+            try:
+                input_type = column_type(input_type).name
+            except ValueError as exc:
+                ctx.problem(f"{at}.type", str(exc))
                 continue
         elif (fn != "count" or column is not None) and column not in schema:  # count without a column: rows
             ctx.problem(f"{at}.column", f"unknown column {column!r}")
@@ -170,16 +178,23 @@ def _aggregations(ctx: LoadContext, where: str, raw: dict, schema: dict[str, str
     return tuple(parsed)
 
 
-def _aggregate_type(fn: str, column_type: str | None) -> str:
+def _aggregate_type(fn: str, input_type: str | None) -> str:
     if fn == "count":
         return "long"
+    try:
+        decimal = column_type(input_type).params
+    except ValueError:  # not a type: named where it was declared
+        decimal = ()
+    if decimal and fn in ("sum", "avg"):  # Spark's result types: sum adds 10 integer digits, avg 4 of each
+        precision, scale = decimal[0] + (10 if fn == "sum" else 4), decimal[1] + (0 if fn == "sum" else 4)
+        return f"decimal({min(precision, MAX_DECIMAL_PRECISION)},{min(scale, MAX_DECIMAL_PRECISION)})"
     if fn == "avg":
         return "double"
-    if fn == "sum" and column_type in ("int", "long"):
+    if fn == "sum" and input_type in ("int", "long"):
         return "long"
-    if fn == "sum" and column_type == "float":  # Spark sums floats as doubles
+    if fn == "sum" and input_type == "float":  # Spark sums floats as doubles
         return "double"
-    return column_type or "double"
+    return input_type or "double"
 
 
 def _parse_json(ctx: LoadContext, where: str, raw: dict, source: SourceSpec, right: SourceSpec | None) -> Parsed:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from include.registry.columns import COLUMN_TYPES
+from include.registry.columns import column_type
 from include.storage import reader
 from include.storage.delta_open import Location, location, open_table, table_exists  # noqa: F401 - re-exported
 from include.storage.paths import StoragePath, as_storage
@@ -32,9 +32,11 @@ TYPE_WIDENING = "delta.enableTypeWidening"
 
 def arrow_type(name: str) -> pa.DataType:
     """The Arrow type of a registry column type (include.registry.columns)."""
-    column_type = COLUMN_TYPES[name]
-    arrow = pa.type_for_alias(column_type.arrow)
-    return pa.timestamp(arrow.unit, tz="UTC") if column_type.utc else arrow
+    declared = column_type(name)
+    if declared.params:
+        return getattr(pa, declared.arrow)(*declared.params)
+    arrow = pa.type_for_alias(declared.arrow)
+    return pa.timestamp(arrow.unit, tz="UTC") if declared.utc else arrow
 
 
 def arrow_schema(columns: Mapping[str, str]) -> pa.Schema:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from include.registry import COLUMN_TYPES
+from include.registry import column_type
 
 
 def spark_type(name: str) -> T.DataType:
     """The Spark type of a registry column type."""
-    return getattr(T, COLUMN_TYPES[name].spark)()
+    declared = column_type(name)
+    return getattr(T, declared.spark)(*declared.params)
 
 
 def spark_schema(columns: dict[str, str]) -> T.StructType:
