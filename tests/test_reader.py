@@ -1,11 +1,12 @@
 """The one reader of a table's rows (include/storage/reader.py) on a table with every feature Delta 4.4 may put on a
-sink: a widened type, column mapping after a rename and a drop, deletion vectors, v2 checkpoints, partitions; read
+sink: widened types (a decimal too), column mapping after a rename and a drop, deletion vectors, v2 checkpoints, partitions; read
 by each reader built on it (rows by version, by condition, by data file; quality's added rows; reconciliation's
 source events; the freshness bounds) with the values Spark reads."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -24,18 +25,19 @@ def evolved(spark, tmp_path_factory):
     path = as_storage(tmp_path_factory.mktemp("reader") / "events")
     sql = spark.sql
     sql(f"""CREATE TABLE delta.`{path}` (event_id STRING, event_time TIMESTAMP, id INT, kind STRING, gone STRING,
-            amount FLOAT, day STRING) USING delta PARTITIONED BY (day)
+            amount FLOAT, price DECIMAL(6,2), day STRING) USING delta PARTITIONED BY (day)
             TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.enableDeletionVectors' = 'true',
             'delta.columnMapping.mode' = 'name', 'delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2')""")
     sql(f"""INSERT INTO delta.`{path}` VALUES
-            ('e1', TIMESTAMP'2026-01-01 10:00:00', 1, 'a', 'x', 1.5, 'd1'),
-            ('e2', TIMESTAMP'2026-01-01 11:00:00', 2, 'b', 'y', 2.5, 'd1'),
-            ('e3', TIMESTAMP'2026-01-02 09:00:00', 3, 'c', 'z', 3.5, 'd2')""")  # version 1
+            ('e1', TIMESTAMP'2026-01-01 10:00:00', 1, 'a', 'x', 1.5, 1234.56, 'd1'),
+            ('e2', TIMESTAMP'2026-01-01 11:00:00', 2, 'b', 'y', 2.5, 0.01, 'd1'),
+            ('e3', TIMESTAMP'2026-01-02 09:00:00', 3, 'c', 'z', 3.5, NULL, 'd2')""")  # version 1
     sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN id TYPE BIGINT")
     sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN amount TYPE DOUBLE")
+    sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN price TYPE DECIMAL(10,3)")
     sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN kind TO action")
     sql(f"ALTER TABLE delta.`{path}` DROP COLUMN gone")
-    sql(f"INSERT INTO delta.`{path}` VALUES ('e4', TIMESTAMP'2026-01-02 12:00:00', {WIDE}, 'e', 4.25, 'd2')")
+    sql(f"INSERT INTO delta.`{path}` VALUES ('e4', TIMESTAMP'2026-01-02 12:00:00', {WIDE}, 'e', 4.25, 9876543.219, 'd2')")
     appended = delta_store.latest_version(path)
     sql(f"DELETE FROM delta.`{path}` WHERE id = 2")  # a deletion vector on the first file of d1
     features = sql(f"DESCRIBE DETAIL delta.`{path}`").first()["tableFeatures"]
@@ -62,9 +64,12 @@ def test_every_reader_reads_what_spark_reads(spark, evolved):
     latest = by_id(delta_store.read_table(path))
     assert latest == spark_rows(spark, path), latest
     assert [(r["id"], r["action"], r["day"]) for r in latest] == [(1, "a", "d1"), (3, "c", "d2"), (WIDE, "e", "d2")]
+    assert [r["price"] for r in latest] == [Decimal("1234.560"), None, Decimal("9876543.219")]  # a widened decimal
     assert "gone" not in latest[0] and "kind" not in latest[0]
     before = delta_store.read_table(path, version=1)  # the table as written, before its schema changed
     assert before.schema.field("id").type == "int32" and before.column_names[3:5] == ["kind", "gone"]
+    assert str(before.schema.field("price").type) == "decimal128(6, 2)"
+    assert str(delta_store.read_table(path).schema.field("price").type) == "decimal128(10, 3)"
     assert by_id(before) == spark_rows(spark, path, version=1)
     assert delta_store.count_rows(path, "day = 'd2' AND action = 'e'") == 1
     assert delta_store.read_table(path, columns=["day"], where=f"id = {WIDE}").to_pylist() == [{"day": "d2"}]
