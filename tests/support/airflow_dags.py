@@ -6,7 +6,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,14 +33,18 @@ def executor_workers_from_a_fresh_process() -> Iterator[None]:
         multiprocessing.set_start_method(previous, force=True)
 
 
-def run_through_the_executor(dag_id: str, server_log: Path):
-    """One run of a DAG as the scheduler's executor runs it (task processes that talk to the Execution API served
-    by the API server writing `server_log`, and write the logs the UI shows); its DagRun. A run the executor could
-    not finish fails with what it saw: Airflow's "state mismatch" records, each task's log, the server's last lines."""
+def run_through_the_executor(dag_id: str, server_log: Path, task_ids: Sequence[str] = ()):
+    """One run of a DAG (only `task_ids` and their upstream, when given) as the scheduler's executor runs it (task
+    processes that talk to the Execution API served by the API server writing `server_log`, and write the logs the
+    UI shows); its DagRun. A run the executor could not finish fails with what it saw: Airflow's "state mismatch"
+    records, each task's log, the server's last lines."""
     started = time.time()
+    dag = dagbag().dags[dag_id]
+    if task_ids:
+        dag = dag.partial_subset(task_ids=list(task_ids))
     try:
         with executor_workers_from_a_fresh_process(), tasks_at_once(os.cpu_count() or 2):
-            return dagbag().dags[dag_id].test(use_executor=True)
+            return dag.test(use_executor=True)
     except Exception as error:
         raise AssertionError(f"{dag_id} through the executor: {error!r}\n{what_the_executor_saw(dag_id, started)}"
                              f"\n--- the API server's last lines:\n{server_log.read_text()[-4000:]}") from error
