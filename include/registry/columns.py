@@ -15,7 +15,7 @@ from dataclasses import dataclass
 class ColumnType:
     name: str  # as written in jobs.yaml
     spark: str  # pyspark.sql.types class name
-    arrow: str  # pyarrow.type_for_alias name
+    arrow: str  # pyarrow.type_for_alias name (with params: the name of pyarrow's constructor, `decimal128`)
     sql: str  # Spark's name of it (DataType.simpleString)
     utc: bool = False  # a timestamp: Arrow's carries the UTC zone (Spark's session time zone is UTC)
     params: tuple[int, ...] = ()  # a decimal's precision and scale (the arguments of both types)
