@@ -33,9 +33,10 @@ class StateUnavailable(ValueError):
     """The job has no state to read (stateless, or never ran)."""
 
 
-def inspect_state(spark: SparkSession, settings: Settings, registry: Registry, job_id: str,
-                  changes: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The report on `job_id`'s state (see the module's docstring)."""
+def readable_state(settings: Settings, registry: Registry, job_id: str,
+                   changes: tuple[int, int] | None = None) -> tuple[StoragePath, int]:
+    """`job_id`'s checkpoint and last committed batch, once its state can be read and `changes` lies within it:
+    checked from the checkpoint's files, without Spark (StateUnavailable, or ValueError for `changes`)."""
     job = registry.job(job_id)
     checkpoint = settings.layout.checkpoint(job.id)
     if not job.stateful:
@@ -46,6 +47,14 @@ def inspect_state(spark: SparkSession, settings: Settings, registry: Registry, j
     if changes and not 0 <= changes[0] <= changes[1] <= batch:
         raise ValueError(f"--changes {changes[0]}:{changes[1]}: batches must be in 0..{batch} (the last committed "
                          "batch), the first not after the second")
+    return checkpoint, batch
+
+
+def inspect_state(spark: SparkSession, settings: Settings, registry: Registry, job_id: str,
+                  changes: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The report on `job_id`'s state (see the module's docstring)."""
+    job = registry.job(job_id)
+    checkpoint, batch = readable_state(settings, registry, job_id, changes)
     spark.streams.active  # noqa: B018 -- creates the state store coordinator, which the state reader needs
     operators = []
     for meta in spark.read.format("state-metadata").load(str(checkpoint)).collect():

@@ -45,7 +45,7 @@ def test_fraud_alerts_equal_the_oracle_over_two_drops_and_a_rerun(spark, setting
     assert len(expected) >= 5, "test data too small: too few alerts"
     assert fraud_alert_rows(settings, only_fraud_alerts=True) == expected
 
-    second = land_logins(settings, seed=6, start=datetime(2026, 1, 1, 3, tzinfo=UTC))
+    second = land_logins(settings, seed=6, start=datetime(2026, 1, 1, 3, tzinfo=UTC), files=2)  # state carried on
     run_lineage(spark, settings, registry)
     drops.append(arrival_order(second.files))
     expected = expected_alerts(registry, drops)
@@ -53,7 +53,7 @@ def test_fraud_alerts_equal_the_oracle_over_two_drops_and_a_rerun(spark, setting
     assert len({(user, t) for user, t, *_ in expected}) == len(expected)  # one alert per burst
 
     version = delta_store.latest_version(settings.layout.table("gold/alerts"))
-    run_lineage(spark, settings, registry)
+    run_lineage(spark, settings, registry, LOGIN_JOBS[2:])  # bronze and silver have nothing new to give it
     assert delta_store.latest_version(settings.layout.table("gold/alerts")) == version  # a rerun writes nothing
 
 
@@ -94,8 +94,8 @@ def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, se
     run_lineage(spark, settings, registry)
     for variable in ("failures", "pending", "idle_timer"):
         assert "quiet_user" not in state_keys(spark, settings, "gold_fraud_alerts", variable), variable
-    assert "quiet_user" not in timer_keys(spark, settings, "gold_fraud_alerts")
-    assert "busy_user" in timer_keys(spark, settings, "gold_fraud_alerts")
+    timers = timer_keys(spark, settings, "gold_fraud_alerts")
+    assert "quiet_user" not in timers and "busy_user" in timers, timers
     report = inspect_state(spark, settings, registry, "gold_fraud_alerts")  # what `lakehouse state` shows
     (operator,) = report["operators"]
     assert {s["store"].split()[1] for s in operator["stores"]} == {"failures", "pending", "idle_timer"}
@@ -104,10 +104,10 @@ def test_an_idle_key_times_out_while_batches_run_and_its_state_is_gone(spark, se
 
 
 def test_sigkill_after_the_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env):
-    landed = land_logins(settings)
+    landed = land_logins(settings, files=3)
     run_lineage(spark, settings, registry, LOGIN_JOBS[:2])
     job_id = "gold_fraud_alerts"
-    batch = 2  # batches 0-3 take a landing file each; batch 1 emits the first alerts (checked below)
+    batch = 1  # batches 0-2 take a landing file each; batch 1 emits the first alerts (checked below)
     killed = run_cli(["run", job_id], {**lakehouse_env, **kill_env(job_id, "after_commit", batch)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     checkpoint = settings.layout.checkpoint(job_id)
@@ -146,7 +146,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
                               r["event_count"], r["total_value"]] for r in rows}
     jobs = ("bronze_clickstream", "silver_clickstream", "gold_user_session_summaries")
 
-    first = generate(settings, events=1200, seed=17, files=4, users=20)
+    first = generate(settings, events=1200, seed=17, files=2, users=20)  # several batches a run, a file each
     run_lineage(spark, settings, registry, jobs)
     drops = [arrival_order(first.files)]
     expected = expected_session_summaries(registry, drops, initial=initial)
@@ -157,7 +157,7 @@ def test_sessionizer_starts_from_an_initial_state_and_equals_the_oracle(spark, s
     assert seeded["seed_only"] == ("seed_only", *initial["seed_only"][:2], 2, 1.0, initial["seed_only"][1] + 120)
     assert seeded["user_00001"][3] > 4 or seeded["user_00002"][3] > 1  # at least one went on with new events
 
-    second = generate(settings, events=600, seed=18, files=2, users=20, start=DEFAULT_START + timedelta(hours=2))
+    second = generate(settings, events=600, seed=18, files=1, users=20, start=DEFAULT_START + timedelta(hours=2))
     run_lineage(spark, settings, registry, jobs)
     drops.append(arrival_order(second.files))
     assert session_summary_rows(settings) == expected_session_summaries(registry, drops, initial=initial)
@@ -250,14 +250,14 @@ def test_stale_services_alert_on_processing_time_silence_and_recovery(spark, set
     land_and_run("c.jsonl", [("svc_b", 9), ("svc_b", 8), ("svc_a", 9)])  # svc_a, silent since, read in time again
     assert alerts() == [("recovered", "svc_b", 3, 2, 8), *stale]  # from its last log before to its earliest new
     version = delta_store.latest_version(settings.layout.table("gold/alerts"))
-    run_lineage(spark, settings, registry, jobs)  # no new logs: no batch runs, so no timer fires
+    run_lineage(spark, settings, registry, jobs[2:])  # no new logs: no batch runs, so no timer fires
     assert delta_store.latest_version(settings.layout.table("gold/alerts")) == version
 
-    # live: once it has read input, a batch every second, with or without input: the timers fire on their own
+    # live: once it has read input, a batch every 3 seconds, with or without input: the timers fire on their own
     land_and_run("d.jsonl", [("svc_c", 10)], jobs[:2])
     stop = threading.Event()
     live = threading.Thread(target=run_job, args=(spark, settings, registry, "gold_stale_services",
-                                                  Trigger(available_now=False, interval_seconds=1)),
+                                                  Trigger(available_now=False, interval_seconds=3)),
                             kwargs={"stop_requested": stop})
     live.start()
     try:

@@ -66,11 +66,11 @@ def _state_arguments(state: argparse.ArgumentParser) -> None:
 @command("state", "what a job's state store holds, per operator (the job may be stopped)", _state_arguments,
          reports=True)
 def state(settings: Settings, args: argparse.Namespace) -> int:
-    from spark_jobs.state_inspect import StateUnavailable, inspect_state, render
+    from spark_jobs.state_inspect import StateUnavailable, inspect_state, readable_state, render
 
     registry = load_registry(settings.registry_path)
-    registry.job(args.job)  # an unknown job fails before Spark starts
     try:
+        readable_state(settings, registry, args.job, args.changes)  # what it refuses, refused before Spark starts
         report = inspect_state(get_spark(settings, app_name="lakehouse-state"), settings, registry, args.job,
                                args.changes)
     except StateUnavailable as exc:
