@@ -272,8 +272,9 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
 
     asked = []  # what each approval showed the person
 
+    dag = dagbag().dags["checkpoint_reset"]  # parsed once: what it reads (the registry, the root) is set above
+
     def run(conf: dict, answer: str | None = None):
-        dag = dagbag().dags["checkpoint_reset"]
         if answer is None:
             return dag.test(run_conf=conf)
         with Approver("checkpoint_reset", answer) as approver:

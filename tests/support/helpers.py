@@ -108,17 +108,22 @@ def wait_until_read(settings: Settings, job_id: str, version: int, runner, deadl
         time.sleep(0.2)
 
 
-def wait_for(condition, timeout: float, what, interval: float = 0.2):
+def wait_for(condition, timeout: float, what, interval: float | None = None):
     """Poll `condition` until it returns something truthy (returned), or fail after `timeout` seconds naming `what`
-    (a string, or a function giving one then: the state worth seeing when it failed)."""
+    (a string, or a function giving one then: the state worth seeing when it failed). Every `interval` seconds, or
+    by default after 0.2 s, then half as long again each time up to a second: a condition met soon is seen soon, and
+    a long wait (a JVM starting, a live job's batches) polls, reading tables or files, a few times, not hundreds."""
     deadline = time.monotonic() + timeout
+    pause = interval or 0.2
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}")
-        time.sleep(interval)
+        time.sleep(pause)
+        if interval is None:
+            pause = min(pause * 1.5, 1.0)
 
 
 def run_cli(args: list[str], env: dict, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
