@@ -470,7 +470,7 @@ def test_a_new_field_in_kafka_messages_is_rescued_then_evolves_without_reading_t
     from include.checkpoints.plan import plan_job
 
     registry, topic = kafka_registry
-    produce(kafka_broker, topic, events=600, seed=61)
+    produce(kafka_broker, topic, events=300, seed=61)  # one batch of bronze with the 40 below (150 a batch)
 
     def with_method(prefix: str, hour: int, count: int) -> list[bytes]:
         """Payments an hour after the others, seconds apart: none is behind silver's watermark."""

@@ -123,7 +123,13 @@ def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_reru
     assert {t: delta_store.latest_version(settings.layout.table(t)) for t in tables} == before
 
 
-def test_a_checkpoint_action_killed_mid_way_on_s3_is_resumed_to_the_same_result(s3_house):
+def test_a_checkpoint_action_killed_mid_way_on_s3_is_resumed_to_the_same_result(spark, s3_house):
+    """A full refresh SIGKILLed on S3 after its first step: the job refuses to start, naming the action; resumed
+    (here in this driver: `lakehouse checkpoint resume-action` as a process, tests/test_checkpoint_crashes.py), the
+    same windows rebuilt, the old checkpoint kept whole."""
+    from include.checkpoints.request import CheckpointRequest
+    from spark_jobs.checkpoint_actions import apply
+
     settings, env = s3_house["settings"], s3_house["env"]
     job = "gold_user_activity_5m"
     expected = gold_rows(settings, "gold/user_activity_5m")
@@ -134,8 +140,8 @@ def test_a_checkpoint_action_killed_mid_way_on_s3_is_resumed_to_the_same_result(
     assert archives and not (settings.layout.checkpoint(job) / "offsets").exists()  # moved aside (copy, delete)
     refused = run_cli(["run", job], env, timeout=300)
     assert refused.returncode == 2 and "resume-action" in refused.stderr, refused.stderr[-2000:]
-    resumed = run_cli(["checkpoint", "resume-action", job, "--actor", "test"], env, timeout=900)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # another process changed the tables
+    apply(spark, settings, s3_house["registry"], CheckpointRequest("resume-action", (job,), actor="test"))
     assert gold_rows(settings, "gold/user_activity_5m") == expected  # rebuilt from silver: the same windows
     assert (archives[-1] / "offsets").is_dir() and (archives[-1] / "metadata").is_file()  # the old one, whole
 
@@ -148,22 +154,24 @@ KILLS = [("bronze_clickstream", "after_commit", 1),  # two tables committed (row
 @pytest.mark.parametrize(("kills", "chain"), [
     pytest.param([KILLS[0]], CHAIN[:3], id="bronze"),
     pytest.param([KILLS[0], *KILLS[1].values], CHAIN, id="bronze-gold-processor", marks=pytest.mark.full)])
-def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(s3_server, tmp_path, kills, chain):
+def test_kills_at_commit_points_on_s3_lose_nothing_and_duplicate_nothing(spark, s3_server, tmp_path, kills, chain):
     """Bronze SIGKILLed after its Delta commits (and, in `make test-full`, a windowed gold and a processor at theirs),
-    each run resumed by the next: the tables equal the oracle's (`make test` runs bronze, silver and a windowed gold;
-    the processors' tables on S3 are checked by the chain's test above)."""
+    each run resumed by the next, the last in this driver (the same code as a process's): the tables equal the
+    oracle's (`make test` runs bronze, silver and a windowed gold; the processors' tables on S3 are checked by the
+    chain's test above)."""
     settings, env = s3_lakehouse(tmp_path, "kills")
     raw = yaml.safe_load(load_settings().registry_path.read_text())
-    raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}  # several micro-batches per run
-    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 1}
+    raw["jobs"]["bronze_clickstream"]["source"]["backfill"] = {"max_files_per_trigger": 1}  # killed at its batch 1
+    if len(kills) > 1:  # the jobs after bronze killed at their commits too: several micro-batches each
+        raw["defaults"]["backfill"] = {"max_files_per_trigger": 1}
     registry = saved_registry(raw, tmp_path / "small_batches.yaml", env)
     landed = generate(settings, events=900, seed=61, files=3)
     jobs = ["run", *chain]
     for job_id, point, batch in kills:
         killed = run_cli(jobs, {**env, **kill_env(job_id, point, batch)}, timeout=900)
         assert killed.returncode == -signal.SIGKILL, (job_id, killed.stderr[-3000:])
-    finished = run_cli(jobs, env, timeout=900)
-    assert finished.returncode == 0, finished.stderr[-3000:]
+    for job_id in chain:  # the lease of the killed process taken over: its pid is gone from this host
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
     lines = sum(len(p.read_text().splitlines()) for p in landed.files)
     assert (delta_store.count_rows(settings.layout.table("bronze/clickstream"))
             + delta_store.count_rows(settings.layout.table("bronze/clickstream_quarantine"))) == lines
@@ -331,7 +339,7 @@ def assert_every_append_is_there_once(settings, path, appended: dict[str, int]) 
     assert versions == list(range(versions[-1] + 1))  # contiguous: no version written twice, none skipped
 
 
-@pytest.mark.parametrize("seconds", [20, pytest.param(60, marks=pytest.mark.full)])
+@pytest.mark.parametrize("seconds", [10, pytest.param(60, marks=pytest.mark.full)])
 def test_writers_in_several_processes_commit_to_one_table_at_once_and_lose_nothing(s3_server, tmp_path, seconds):
     """Delta's commits on S3, at once for `seconds`: three Python processes appending to one operational table
     (delta-rs's conditional-put commits), and two Spark drivers appending to one table beside a third compacting it in
