@@ -230,6 +230,9 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
         with connection.cursor() as cursor:
             cursor.execute("SELECT state FROM dag_run WHERE dag_id = 'lakehouse_backfill' AND run_id = %s", (run_id,))
             assert cursor.fetchone() == ("success",)
+            # a killed scheduler's open transaction (kept by the workers it forked) ends on its own, locks and all
+            cursor.execute("SHOW idle_in_transaction_session_timeout")
+            assert cursor.fetchone() == ("2min",)
     finally:
         connection.close()
     assert not list((cluster.settings.layout.cluster / "airflow").glob("*.db"))  # no SQLite on the side

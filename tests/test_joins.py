@@ -8,14 +8,17 @@ purchase time + bound. Purchases closer to the final watermark are still waiting
 
 from __future__ import annotations
 
+import shutil
 import signal
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from deltalake import DeltaTable
 
 from include import checkpoints
-from include.registry import Trigger
+from include.registry import Trigger, load_registry
+from include.settings import load_settings
 from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import run_cli
@@ -28,11 +31,34 @@ AVAILABLE_NOW = Trigger(available_now=True)
 JOBS = ("bronze_clickstream", "silver_clickstream", "bronze_payments", "silver_payments", "gold_order_payments")
 
 
-def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry, payments_topic):
-    payments = land_both(settings, payments_topic)
+@pytest.fixture(scope="module")
+def upstream(spark, kafka_broker, tmp_path_factory):
+    """The joins' inputs, built once for the module: the clickstream landed and its purchases' payments on the Kafka
+    topic, both run to silver in this driver. Each test copies that lakehouse and runs its joins on the copy."""
+    from include.kafka.produce import ensure_topic
+    from tests.support.kafka import delete_topics
+
+    own = replace(load_settings(), root=tmp_path_factory.mktemp("joins") / "lakehouse")
+    registry = load_registry(own.registry_path)
+    delete_topics(kafka_broker, ["payments"])
+    ensure_topic(kafka_broker, "payments", 3)
+    payments = land_both(own, "payments", events=2000, seed=41, files=4)
+    for job_id in JOBS[:-1]:
+        run_job(spark, own, registry, job_id, AVAILABLE_NOW)
+    return own.root, payments
+
+
+def with_upstream(upstream, settings):
+    """This test's lakehouse: a copy of the module's silver tables (their upstream checkpoints never run again)."""
+    root, payments = upstream
+    shutil.copytree(str(root), str(settings.root))
+    return payments
+
+
+def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, settings, registry, upstream):
+    payments = with_upstream(upstream, settings)
     assert payments.kinds["paid"] and payments.kinds["paid_late"] and payments.kinds["unpaid"]
-    for job_id in JOBS:
-        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    run_job(spark, settings, registry, "gold_order_payments", AVAILABLE_NOW)
     assert_join_is_exact(settings, registry)
 
     # A rerun without new data commits nothing; a replayed batch would be a no-op too.
@@ -41,11 +67,8 @@ def test_join_emits_every_pair_once_and_unpaid_purchases_after_the_bound(spark, 
     assert DeltaTable(str(settings.layout.table("gold/order_payments"))).version() == version
 
 
-def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env,
-                                                           payments_topic):
-    land_both(settings, payments_topic, events=2000, seed=32, files=4)
-    for job_id in JOBS[:-1]:
-        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+def test_join_killed_after_its_delta_commit_resumes_exactly(spark, settings, registry, lakehouse_env, upstream):
+    with_upstream(upstream, settings)
     job_id = JOBS[-1]
     killed = run_cli(["run", job_id], {**lakehouse_env, **kill_env(job_id, "after_commit", 1)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
@@ -71,7 +94,7 @@ PAYMENT_JOB = {  # payments (left) with the purchases (right) paid up to 20 minu
 }
 
 
-def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings, raw, payments_topic):
+def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings, raw, upstream):
     import copy
 
     from include.quality import run_quality
@@ -83,8 +106,8 @@ def test_inner_right_and_full_outer_joins_with_a_two_sided_bound(spark, settings
         job["sink"]["table"] = f"gold/payments_{how}"
         raw["jobs"][f"gold_payments_{how}"] = job
     registry = build_registry(raw)
-    land_both(settings, payments_topic, events=2000, seed=41, files=4)
-    for job_id in (*JOBS[:-1], "gold_payments_inner", "gold_payments_right_outer", "gold_payments_full_outer"):
+    with_upstream(upstream, settings)
+    for job_id in ("gold_payments_inner", "gold_payments_right_outer", "gold_payments_full_outer"):
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
 
     before, after = timedelta(minutes=20), timedelta(minutes=1)

@@ -166,5 +166,13 @@ def ensure_database(top: Topology) -> None:
                 cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
                 if cur.fetchone() is None:
                     cur.execute(f"CREATE DATABASE {database} OWNER {user} ENCODING 'UTF8' TEMPLATE template0")
+            cur.execute(AIRFLOW_IDLE_TRANSACTIONS.format(user=POSTGRES_USER))
     finally:
         conn.close()
+
+
+# A scheduler killed inside a transaction (its dag run rows locked FOR UPDATE) leaves the session open while the
+# LocalExecutor workers it forked live on, holding its connection: every later scheduler skips the locked run, for
+# good (seen: a backfill never scheduled again after its scheduler's SIGKILL). The server ends such a session after
+# two minutes idle in its transaction; no Airflow component waits that long between a query and its commit.
+AIRFLOW_IDLE_TRANSACTIONS = "ALTER ROLE {user} SET idle_in_transaction_session_timeout = '2min'"
