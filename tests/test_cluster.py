@@ -134,12 +134,13 @@ def assert_equals_the_oracle(cluster: Cluster) -> None:
 
 
 def test_a_part_that_cannot_start_is_named_and_what_up_started_is_stopped(tmp_path):
-    """(First in the module: before the module's cluster holds port 7077.) The Spark master's UI port taken: `up` names the part and the port, exits 1, and stops PostgreSQL and Kafka,
-    which it had started already."""
-    taken = free_ports(3)
+    """The catalog's port taken: `up` names the part and the port, exits 1, and stops PostgreSQL, which it had
+    started already (its database kept: the next `up` starts on it)."""
+    taken = free_ports(1)
     env = {**os.environ, "LAKEHOUSE_ROOT": str(tmp_path / "lakehouse"), "PYSPARK_PYTHON": sys.executable,
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}",
-           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{taken},{free_ports(1)}"}
+           "LAKEHOUSE_METASTORE_URI": f"thrift://127.0.0.1:{taken}",
+           "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)},{free_ports(1)}"}
     env.pop("AIRFLOW_HOME", None)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", taken))
@@ -147,13 +148,29 @@ def test_a_part_that_cannot_start_is_named_and_what_up_started_is_stopped(tmp_pa
         failed = run_cli(["cluster", "up"], env, timeout=300)
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines() == [
-        f"lakehouse cluster up: spark-master UI: port {taken} on 127.0.0.1 is taken by another program (free it, or "
-        "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])"], failed.stderr
+        f"lakehouse cluster up: catalog: port {taken} on 127.0.0.1 is taken by another program (the metastore needs "
+        "it): free it, or set LAKEHOUSE_METASTORE_URI to another thrift://host:port"], failed.stderr
     after = json.loads(run_cli(["cluster", "status", "--json"], env).stdout)
     assert not any(part["up"] for part in after["parts"].values()), after["parts"]
     data = tmp_path / "lakehouse" / "_cluster" / "postgres"
+    assert data.exists()
     if data.is_symlink():
         shutil.rmtree(data.resolve(), ignore_errors=True)
+
+
+def test_a_taken_port_of_a_spark_daemon_is_named_with_the_setting_that_moves_it():
+    from include.cluster.manager import ClusterError, _require_free
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(ClusterError) as taken:
+            _require_free("spark-master UI", port)
+    assert str(taken.value) == (f"spark-master UI: port {port} on 127.0.0.1 is taken by another program (free it, or "
+                                "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])")
+    _require_free("spark-master UI", port)  # free again: no error
+
 
 def test_every_part_answers_and_up_again_changes_nothing(cluster):
     info = cluster.info

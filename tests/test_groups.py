@@ -15,6 +15,7 @@ import yaml
 
 from include import checkpoints
 from include.airflow import tasks
+from include.checkpoints.request import CheckpointRequest
 from include.jvm_archive import driver_java_options
 from include.ops import processes, supervisor
 from include.records import lease
@@ -24,6 +25,7 @@ from include.registry import RegistryError, build_registry
 from include.registry.specs import JIT_OPTIONS
 from include.settings import load_settings
 from include.storage import delta as delta_store
+from spark_jobs.checkpoint_actions import apply
 from tests.support.groups import (
     GROUP,
     MEMBERS,
@@ -138,7 +140,7 @@ def test_a_start_beyond_the_hosts_live_driver_slots_waits_with_the_status_line(s
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(settings, tmp_path, monkeypatch,
-                                                                               lakehouse_env):
+                                                                               lakehouse_env, spark):
     """One driver for the group's three queries. Silver's first batch fails: silver ends alone (bronze and gold go on
     in the same driver), and the supervisor's restart starts it again in that driver (no new JVM). Then the driver is
     killed -9: the supervisor starts the group again as a whole. Gold equals the oracle. A checkpoint action on one
@@ -201,9 +203,11 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
                                         "mode": "repartition", "actor": "test"})
         assert stopped == ["gold_user_activity_5m"]
         assert holders(own) == {**dict.fromkeys(MEMBERS, restarted), "gold_user_activity_5m": None}
-        moved = run_cli(["checkpoint", "repartition", "gold_user_activity_5m"], {**lakehouse_env,
-                                                                                "LAKEHOUSE_REGISTRY": str(path)})
-        assert moved.returncode == 0, moved.stderr[-2000:]
+        # applied in this worker's driver (`lakehouse checkpoint repartition` as a process, killed and resumed:
+        # tests/test_checkpoint_crashes.py)
+        moved = apply(spark, own, build_registry(raw, path), CheckpointRequest("repartition", ("gold_user_activity_5m",),
+                                                                               actor="test"))
+        assert [r["outcome"] for r in moved] == ["done"], moved
         assert tasks.restart_live_jobs(stopped) == stopped
         assert holders(own) == dict.fromkeys(MEMBERS, restarted)
         assert checkpoints.shuffle_partitions(own.layout.checkpoint("gold_user_activity_5m")) == 2

@@ -94,7 +94,8 @@ def batch_after(settings, registry, batch_id: int):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, monkeypatch):
-    """Each JVM start costs seconds, so one job lives through: start, kill -9 + restart, stall + restart."""
+    """Each JVM start costs seconds, so one job lives through three: start, stall + restart, kill -9 + restart (the
+    rules of the restart counter, each case: test_progress_after_a_restart_resets_the_counter)."""
     settings, registry = live
     first = generate(settings, events=300, seed=61, files=2)
     assert supervisor.supervise_job(settings, registry, JOB, run_id="r1") == "started"
@@ -104,60 +105,69 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     assert group in processes.LAUNCHED and job_pids(settings) == [health.pid]
     assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
 
-    # Crash: kill -9 the driver's process group (its JVM included); the kernel releases the lease.
-    os.killpg(group, signal.SIGKILL)
-    processes.LAUNCHED[group].wait(timeout=30)
-    assert not lease.is_held(settings, JOB)
-    assert supervisor.supervise_job(settings, registry, JOB, run_id="r2") == "restarted"
+    # Stall: the process hangs (SIGSTOP: lease held, no heartbeat, SIGTERM ignored) and is replaced.
+    assert "stalled" not in job_health.check_job(settings, registry, JOB).problems
+    assert "stalled" in job_health.check_job(settings, registry, JOB, now=time.time() + 3600).problems
+    os.killpg(group, signal.SIGSTOP)
+    impatient = registry_variant(tmp_path / "impatient.yaml", stall_after_seconds=1)
+    wait_for(lambda: "stalled" in job_health.check_job(settings, impatient, JOB).problems, 30, "a stale heartbeat")
+    monkeypatch.setattr(processes, "TERM_GRACE_SECONDS", 1.0)
+    assert supervisor.supervise_job(settings, impatient, JOB, run_id="r2") == "restarted"
+    assert processes.LAUNCHED[group].wait(timeout=30) == -signal.SIGKILL
     restarted = job_health.check_job(settings, registry, JOB)
     assert restarted.running and restarted.pid != health.pid and job_pids(settings) == [restarted.pid]
-    assert bookkeeping.read_state(settings, JOB)["restarts"] == 1
+    state = bookkeeping.read_state(settings, JOB)
+    assert state["restarts"] == 1 and state["pid_at_restart"] == restarted.pid
 
     second = generate(settings, events=200, seed=62, files=1)
     wait_for(lambda: landed(settings) == first.lines + second.lines, 120, "new files after the restart")
-    wait_for(lambda: batch_after(settings, registry, health.last_batch_id), 30, "a recorded batch after the restart")
-    assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
-    assert bookkeeping.read_state(settings, JOB).get("restarts", 0) == 0  # a batch after the restart resets the backoff
+    wait_for(lambda: batch_after(settings, registry, state["batch_at_restart"]), 30, "a batch after the restart")
     from include.ops.health_report import build
 
     build(settings, registry)  # a live run's batches: the report draws their rates, and knows the trigger
     charts = json.loads((settings.layout.health_report / "health.json").read_text())[JOB]["charts"]
     assert "rows / s" in charts and any(charts["rows / s"]["processing"]), charts
 
-    # Stall: the process hangs (SIGSTOP: lease held, no heartbeat, SIGTERM ignored) and is replaced.
-    assert "stalled" not in job_health.check_job(settings, registry, JOB).problems
-    assert "stalled" in job_health.check_job(settings, registry, JOB, now=time.time() + 3600).problems
+    # Crash: kill -9 the driver's process group (its JVM included); the kernel releases the lease. It made progress
+    # after its restart, though no supervision run saw it healthy since: the counter starts from 0 again.
     restarted_group = os.getsid(restarted.pid)
-    os.killpg(restarted_group, signal.SIGSTOP)
-    impatient = registry_variant(tmp_path / "impatient.yaml", stall_after_seconds=1)
-    wait_for(lambda: "stalled" in job_health.check_job(settings, impatient, JOB).problems, 30, "a stale heartbeat")
-    monkeypatch.setattr(processes, "TERM_GRACE_SECONDS", 1.0)
-    assert supervisor.supervise_job(settings, impatient, JOB, run_id="r3") == "restarted"
-    assert processes.LAUNCHED[restarted_group].wait(timeout=30) == -signal.SIGKILL
+    os.killpg(restarted_group, signal.SIGKILL)
+    processes.LAUNCHED[restarted_group].wait(timeout=30)
+    assert not lease.is_held(settings, JOB)
+    assert supervisor.supervise_job(settings, registry, JOB, run_id="r3") == "restarted"
+    assert bookkeeping.read_state(settings, JOB)["restarts"] == 1
     third = job_health.check_job(settings, registry, JOB)
     assert third.running and third.pid not in (health.pid, restarted.pid) and job_pids(settings) == [third.pid]
-
-    # Progress after a restart resets the counter, also when the job crashes again before a supervision run saw it
-    # healthy; so does an idle heartbeat of the restarted process (nothing new to read).
-    state = bookkeeping.read_state(settings, JOB)
-    assert state["restarts"] == 1 and state["pid_at_restart"] == third.pid
-    generate(settings, events=100, seed=64, files=1)
-    wait_for(lambda: batch_after(settings, registry, state["batch_at_restart"]), 120, "a batch after the restart")
-    third_group = os.getsid(third.pid)
-    os.killpg(third_group, signal.SIGKILL)
-    processes.LAUNCHED[third_group].wait(timeout=30)
-    assert supervisor.supervise_job(settings, registry, JOB, run_id="r4") == "restarted"
-    assert bookkeeping.read_state(settings, JOB)["restarts"] == 1  # counted from 0 again: it had made progress
-    fourth = job_health.check_job(settings, registry, JOB)
+    # nothing new to read: the restarted process's idle heartbeat is progress too, and a healthy run resets the count
     wait_for(lambda: (read_heartbeat(settings, JOB) or {}).get("status") == "idle"
-             and read_heartbeat(settings, JOB)["pid"] == fourth.pid, 90, "an idle heartbeat of the restarted job")
+             and read_heartbeat(settings, JOB)["pid"] == third.pid, 90, "an idle heartbeat of the restarted job")
     assert supervisor.supervise_job(settings, registry, JOB) == "healthy"
     assert "restarts" not in bookkeeping.read_state(settings, JOB)
+    assert job_pids(settings) == [third.pid]
 
     reasons = {(a["run_id"], a["severity"]): a["reason"] for a in alerts(settings)}
     assert "started as pid" in reasons[("r1", "info")]
-    assert "crashed" in reasons[("r2", "error")] and f"restarted as pid {restarted.pid}" in reasons[("r2", "error")]
-    assert reasons[("r3", "error")].startswith(f"stalled (pid {restarted.pid})")
+    assert reasons[("r2", "error")].startswith(f"stalled (pid {health.pid})")
+    assert f"restarted as pid {restarted.pid}" in reasons[("r2", "error")]
+    assert "crashed" in reasons[("r3", "error")] and f"restarted as pid {third.pid}" in reasons[("r3", "error")]
+
+
+def test_progress_after_a_restart_resets_the_counter():
+    """A batch committed after the last restart, or an idle heartbeat of the process that restart started, is
+    progress; a heartbeat of another process, or no batch since, is not."""
+    from include.ops.health import Health
+
+    def health(batch: int | None, beat: dict | None = None) -> Health:
+        return Health(job=JOB, running=True, pid=7, heartbeat=beat, heartbeat_age_seconds=1.0, last_batch_id=batch)
+
+    restarted = {"restarts": 1, "batch_at_restart": 4, "pid_at_restart": 7}
+    assert supervisor.progressed_since_restart(restarted, health(5))
+    assert not supervisor.progressed_since_restart(restarted, health(4, {"status": "running", "pid": 7}))
+    assert supervisor.progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 7}))
+    assert not supervisor.progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 8}))
+    before_any_batch = {"restarts": 1, "batch_at_restart": -1}
+    assert supervisor.progressed_since_restart(before_any_batch, health(0))
+    assert not supervisor.progressed_since_restart(before_any_batch, health(None, {"status": "idle", "pid": 7}))
 
 
 @pytest.mark.spark
