@@ -4,6 +4,7 @@ its lease, and several processes committing to one table at once."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -104,14 +105,16 @@ def test_the_chain_the_processors_and_the_join_equal_the_oracle_on_s3_and_a_reru
     state = settings.layout.checkpoint("gold_user_activity_5m") / "state"
     assert any(p.name.endswith(".zip") for p in state.rglob("*.zip")), "RocksDB snapshots live on S3"
 
-    # Great Expectations and the health report read the bucket and write their reports to it
+    # Great Expectations and the health report read the bucket and write their reports to it: a bronze table's suite
+    # and a window's (its reconciliation reads the checkpoint's watermark); every table's suites: tests/test_demo.py
     from include.ops.health_report import build
     from include.quality import run_quality
-    from include.quality.suites import quality_tables
 
-    written = {t for j in (*CHAIN, *LOGINS, *PAYMENTS) for t in registry.job(j).tables_written()}
-    report = run_quality(settings, registry, sorted(set(quality_tables(registry)) & written), full=True)
-    assert report.results and not report.failed(), report.render()
+    report = run_quality(settings, registry, ["bronze/clickstream", "gold/user_activity_5m"], full=True)
+    assert {r.table for r in report.results} == {"bronze/clickstream", "gold/user_activity_5m"}
+    assert not report.failed(), report.render()
+    reconciliation = next(r for r in report.results if r.expectation == "reconciliation")
+    assert json.loads(reconciliation.observed_value)["watermark_source"] == "checkpoint", reconciliation
     assert (settings.layout.data_docs / "index.html").is_file() and not settings.layout.data_docs.is_local
     assert build(settings, registry).is_file() and not settings.layout.health_report.is_local
 
