@@ -329,8 +329,8 @@ class DriverOnTheCatalog:
         with self.out.open("w") as out, self.log.open("w") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "tests.support.catalog_loss", *jobs], env=env,
                                             cwd=REPO, stdin=subprocess.PIPE, stdout=out, stderr=log, text=True)
-        wait_for(lambda: "on the catalog" in self.out.read_text() or self.process.poll() is not None, timeout=300,
-                 what="the driver's session on the catalog")
+        wait_for(lambda: "on the catalog" in self.out.read_text() or self.process.poll() is not None, timeout=600,
+                 what="the driver's full refresh on the catalog")
         assert self.process.poll() is None, self.log.read_text()[-3000:]
 
     def run_jobs(self) -> str:

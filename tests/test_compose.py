@@ -1,8 +1,10 @@
-"""docker-compose.yaml cannot run here (no Docker engine): parse it and cross-check it with the repo."""
+"""docker-compose.yaml cannot run here (no Docker engine): parse it and cross-check it with the repo; and what of
+`lakehouse cluster` needs no process (its settings, its messages; the cluster itself: tests/test_cluster.py)."""
 
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import yaml
@@ -183,3 +185,18 @@ def test_the_catalog_service_is_the_uri_every_driver_uses_on_its_own_database():
     assert "CREATE DATABASE metastore OWNER metastore" in init
     mounted = [v for v in services["postgres"]["volumes"] if "postgres-init.sql" in v]
     assert mounted and mounted[0].startswith("./include/cluster/postgres-init.sql:/docker-entrypoint-initdb.d/")
+
+
+def test_a_taken_port_of_a_spark_daemon_is_named_with_the_setting_that_moves_it():
+    from include.cluster.manager import ClusterError, _require_free
+    from include.daemons import free_port_block
+
+    with socket.socket() as holder:
+        port = free_port_block([0])
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        with pytest.raises(ClusterError) as taken:
+            _require_free("spark-master UI", port)
+    assert str(taken.value) == (f"spark-master UI: port {port} on 127.0.0.1 is taken by another program (free it, or "
+                                "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])")
+    _require_free("spark-master UI", port)  # free again: no error

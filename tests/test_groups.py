@@ -172,7 +172,7 @@ def test_a_group_runs_in_one_driver_a_failing_query_alone_a_killed_driver_whole(
         # The driver killed -9 under lakehouse_live's task for the group, right after its check found every job
         # healthy: its watch restarts the group within the task (not at the next scheduled run), as a whole, in a new
         # driver. (A kill later in the watch is seen the same way: the lease is lost.)
-        monkeypatch.setenv("LAKEHOUSE_ROOT", str(own.root))  # the tasks' settings (also the checkpoint action's below)
+        monkeypatch.setenv("LAKEHOUSE_ROOT", str(own.root))  # the tasks' settings (also those stopping a job below)
         monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(path))
         checked = {job_id: supervisor.supervise_job(own, registry, job_id, run_id="r2") for job_id in MEMBERS}
         assert checked == dict.fromkeys(MEMBERS, "healthy"), checked
