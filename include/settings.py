@@ -148,6 +148,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LAKEHOUSE_SPARK_JAVA_OPTIONS", "spark_java_options", Kind.TEXT, "",
             meaning="more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of "
                     "short runs)"),
+    Setting("LAKEHOUSE_SPARK_EXECUTOR_JAVA_OPTIONS", "spark_executor_java_options", Kind.TEXT, "",
+            meaning="JVM options of every Spark executor on a cluster (`spark.executor.extraJavaOptions`; e.g. "
+                    "`-XX:TieredStopAtLevel=1` where batches are small)"),
     Setting("LAKEHOUSE_LOG_LEVEL", "log_level", Kind.TEXT, "INFO", upper=True,
             meaning="Python log level (the project's lines)"),
     Setting("LAKEHOUSE_SPARK_LOG_LEVEL", "spark_log_level", Kind.CHOICE, "WARN", choices=SPARK_LOG_LEVELS,
@@ -232,6 +235,7 @@ class Settings:
     batch_hooks: str
     jars_dir: Path
     spark_java_options: str
+    spark_executor_java_options: str
     kafka_bootstrap: str
     kafka_bootstrap_set: bool  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path

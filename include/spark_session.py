@@ -153,6 +153,8 @@ def lakehouse_confs(settings: Settings) -> dict[str, str]:
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.sql.warehouse.dir": str(settings.layout.spark_warehouse),
     }
+    if settings.spark_executor_java_options:  # executors of a cluster (in local mode they are the driver's JVM)
+        confs["spark.executor.extraJavaOptions"] = settings.spark_executor_java_options
 
     return confs | storage_confs(settings) | catalog_confs(settings)
 

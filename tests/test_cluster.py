@@ -275,7 +275,7 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
         run_cli(["sql", "down"], cluster.env)
 
 
-def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_path):
+def test_executors_import_the_shipped_archive_and_start_with_their_jvm_options(cluster, tmp_path):
     import subprocess
 
     env = {**cluster.env, "LAKEHOUSE_SPARK_MASTER": cluster.info["spark_master"]}
@@ -289,6 +289,8 @@ def test_executors_import_the_shipped_archive_not_the_source_tree(cluster, tmp_p
     for row in rows:
         assert ".zip" in row["module"] and "lakehouse-python-" in row["module"], row
         assert row["cwd"].startswith(workers) and not row["cwd"].startswith(str(REPO)), row
+        # LAKEHOUSE_SPARK_EXECUTOR_JAVA_OPTIONS (the suite's C1, tests/conftest.py) reached the executors' JVMs
+        assert set(os.environ["LAKEHOUSE_SPARK_EXECUTOR_JAVA_OPTIONS"].split()) <= set(row["jvm"].split()), row
 
 
 # make test-full: every part of it runs in make test on another topology: the approved full refresh through

@@ -56,6 +56,8 @@ def job_environment(settings: Settings) -> dict[str, str]:
         env["LAKEHOUSE_BATCH_HOOKS"] = settings.batch_hooks
     if settings.spark_java_options:  # the job's own processes (a checkpoint action's runs) start drivers too
         env["LAKEHOUSE_SPARK_JAVA_OPTIONS"] = settings.spark_java_options
+    if settings.spark_executor_java_options:
+        env["LAKEHOUSE_SPARK_EXECUTOR_JAVA_OPTIONS"] = settings.spark_executor_java_options
     if settings.kafka_bootstrap_set:  # the broker the launcher was told of, not the connection's
         env["LAKEHOUSE_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
     if settings.metastore_uri_set:  # the catalog the launcher was told of
