@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,11 @@ def pytest_configure(config):
 
     os.environ.setdefault("LAKEHOUSE_SPARK_JAVA_OPTIONS", JIT_OPTIONS["c1"])
     os.environ.setdefault("LAKEHOUSE_SPARK_EXECUTOR_JAVA_OPTIONS", JIT_OPTIONS["c1"])  # the cluster's, likewise
+    # The suite's registry: the shipped one with 2 state partitions, not 4 (tests/support/suite_registry.py); every
+    # process the suite starts inherits it, but `lakehouse demo`, which runs the registry as shipped.
+    from tests.support.suite_registry import write_suite_registry
+
+    os.environ["LAKEHOUSE_REGISTRY"] = str(write_suite_registry(Path(tempfile.mkdtemp(prefix="lakehouse-registry-"))))
     # The `lakehouse` commands the tests start (the entry point, as a person runs it) import the tests' batch hooks
     # (LAKEHOUSE_BATCH_HOOKS=tests.support.kill_hooks:...) from the repository, as a person's own hooks would be found
     from tests.support.helpers import REPO
@@ -209,8 +215,10 @@ class DemoRun:
 def demo(tmp_path_factory, airflow_db, kafka_broker) -> DemoRun:
     """`lakehouse demo` once per session: every source generated, the whole `lakehouse_backfill` DAG run through
     Airflow (a spark-submit per job: the launch path), quality and the health report. The tests that only read
-    its lakehouse share it (tests/test_demo.py); none may change it."""
+    its lakehouse share it (tests/test_demo.py); none may change it. It runs the registry as shipped (4 state
+    partitions), as `make demo` does."""
     from tests.support.helpers import run_cli
+    from tests.support.suite_registry import SHIPPED_REGISTRY
 
     root = tmp_path_factory.mktemp("demo") / "lakehouse"
     env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable}
@@ -232,7 +240,7 @@ def demo(tmp_path_factory, airflow_db, kafka_broker) -> DemoRun:
     from include.kafka.offsets import topic_ranges
 
     on_topic = topic_ranges(kafka_broker, ("payments",))["payments"]
-    return DemoRun(replace(load_settings(), root=root), env, result, run_id or "",
+    return DemoRun(replace(load_settings(), root=root, registry_path=SHIPPED_REGISTRY), env, result, run_id or "",
                    {"payments": sum(r.latest - r.earliest for r in on_topic)})
 
 

@@ -18,6 +18,7 @@ from include.storage import delta as delta_store
 from spark_jobs.streaming_query import run_job
 from tests.support.airflow_dags import dagbag, stored_xcom
 from tests.support.helpers import REPO, generate
+from tests.support.suite_registry import SUITE_STATE_PARTITIONS
 
 pytestmark = pytest.mark.airflow
 
@@ -262,7 +263,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     generate(settings, events=600, seed=55, files=2)
     for job_id in ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m"):
         run_job(spark, settings, registry, job_id, Trigger(available_now=True))
-    raw["jobs"]["gold_user_activity_5m"]["state_store"] = {"shuffle_partitions": 2}
+    raw["jobs"]["gold_user_activity_5m"]["state_store"] = {"shuffle_partitions": 1}  # from the suite's 2
     changed = tmp_path / "jobs.yaml"
     changed.write_text(yaml.safe_dump(raw, sort_keys=False))
     monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(changed))
@@ -299,7 +300,7 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert dry.state == DagRunState.SUCCESS and states(dry)["approve"] == TaskInstanceState.SKIPPED
     assert states(dry)["verify"] == TaskInstanceState.SKIPPED
     assert audit(dry) == [("gold_user_activity_5m", "repartition", "dry-run")] and checkpoints.shuffle_partitions(
-        checkpoint) == 4
+        checkpoint) == SUITE_STATE_PARTITIONS
     [dry_row] = [r for r in checkpoint_audit.outcomes(settings) if r["actor"] == f"dag:checkpoint_reset/{dry.run_id}"]
     assert "(it runs now: it must be stopped first)" in dry_row["detail"], dry_row
 
@@ -311,8 +312,8 @@ def test_checkpoint_reset_dag_plans_applies_and_asks_a_person(spark, settings, r
     assert moved.state == DagRunState.SUCCESS and states(moved)["approve"] == TaskInstanceState.SKIPPED
     assert sorted(audit(moved)) == [("gold_user_activity_5m", "repartition", "done"),
                                     ("gold_user_activity_5m", "verify", "done")]
-    assert checkpoints.shuffle_partitions(checkpoint) == 2
-    assert checkpoints.latest_committed_batch(checkpoint) > before  # verify's available-now run, on 2 partitions
+    assert checkpoints.shuffle_partitions(checkpoint) == 1
+    assert checkpoints.latest_committed_batch(checkpoint) > before  # verify's available-now run, on 1 partition
 
     versions, rows = delta_store.latest_version(gold), delta_store.count_rows(gold)
     refresh = {"jobs": ["gold_user_activity_5m"], "mode": "full-refresh", "dry_run": False}

@@ -192,7 +192,7 @@ def click(driver, xpath: str, timeout: float = 30) -> None:
 
 
 def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry, fresh_assets, api_server, tmp_path,
-                                                         request):
+                                                         request, monkeypatch):
     """A task of the data_quality DAG on demand, run as the scheduler's executor runs it, links its table's result
     (checked without a browser too); the demo's quality run (the whole DAG's through Airflow: tests/test_demo.py)
     reported every other table; then a person reads them in the UI."""
@@ -201,6 +201,7 @@ def test_a_person_logs_in_triggers_and_reads_the_report(demo, settings, registry
     from tests.support.airflow_dags import report_link
 
     assert demo.result.returncode == 0, demo.result.stderr[-3000:]
+    monkeypatch.setenv("LAKEHOUSE_REGISTRY", str(demo.settings.registry_path))  # the DAGs' tasks: the demo's registry
     # a copy of the session's demo lakehouse (every gold table has rows), with its quality reports
     shutil.rmtree(settings.root, ignore_errors=True)
     shutil.copytree(demo.settings.root, settings.root, ignore=lambda d, names: [

@@ -102,7 +102,7 @@ def named(request, tmp_path_factory):
     env = {**os.environ, **settings.storage_environment(), "PYSPARK_PYTHON": sys.executable,
            "LAKEHOUSE_METASTORE_URI": uri, "LAKEHOUSE_SQL_PORT": str(free_port_block([0])),
            "LAKEHOUSE_SQL_PASSWORD": "tables-by-name"}
-    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS"):
         env.pop(name, None)
     down = run_cli(["catalog", "status", "--json"], env)
     assert down.returncode == 1 and json.loads(down.stdout)["up"] is False

@@ -21,6 +21,7 @@ from spark_jobs.state_inspect import state_operators
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import arrival_order, generate, gold_rows, run_cli
 from tests.support.oracle import expected_gold
+from tests.support.suite_registry import SUITE_STATE_PARTITIONS
 
 AVAILABLE_NOW = Trigger(available_now=True)
 LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
@@ -32,7 +33,7 @@ def variant(raw: dict, change) -> tuple[dict, object]:
     return changed, build_registry(changed)
 
 
-def fake_checkpoint(settings, registry, job_id: str, partitions: int = 4, recorded: bool = True):
+def fake_checkpoint(settings, registry, job_id: str, partitions: int = SUITE_STATE_PARTITIONS, recorded: bool = True):
     """A checkpoint as Spark leaves it (offsets with pinned confs), with or without a fingerprint."""
     checkpoint = settings.layout.checkpoint(job_id)
     (checkpoint / "offsets").mkdir(parents=True)
@@ -57,11 +58,11 @@ def test_plans_classify_each_change_with_its_reason(settings, registry, raw):
     assert plan(admission, "silver_clickstream").mode == "resume"  # admission limits are not state
 
     _, partitions = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(
-        state_store={"shuffle_partitions": 2}))
+        state_store={"shuffle_partitions": 1}))
     repartition = plan(partitions, "gold_user_activity_5m")
     assert repartition.mode == "repartition" and repartition.downstream == ()
     assert repartition.command == "lakehouse checkpoint repartition gold_user_activity_5m"
-    assert [(c.field, c.before, c.after) for c in repartition.changes] == [("shuffle_partitions", 4, 2)]
+    assert [(c.field, c.before, c.after) for c in repartition.changes] == [("shuffle_partitions", SUITE_STATE_PARTITIONS, 1)]
 
     _, window = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"]["transform"].update(window="10 minutes"))
     refresh = plan(window, "gold_user_activity_5m")
@@ -107,7 +108,7 @@ def test_checkpoints_without_fingerprint_and_corrupt_fingerprints(settings, regi
 
 def test_checkpoint_plan_command(settings, registry, raw, lakehouse_env, tmp_path):
     fake_checkpoint(settings, registry, "gold_user_activity_5m")
-    changed, _ = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(state_store={"shuffle_partitions": 2}))
+    changed, _ = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(state_store={"shuffle_partitions": 1}))
     path = tmp_path / "jobs.yaml"
     path.write_text(yaml.safe_dump(changed, sort_keys=False))
     result = run_cli(["checkpoint", "plan", "--json"], {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(path)}, timeout=60)
@@ -121,8 +122,8 @@ def test_live_supervision_starts_no_job_whose_plan_is_not_resume(settings, regis
     from include.ops.supervisor import supervise_job
 
     fake_checkpoint(settings, registry, "gold_user_activity_5m")
-    _, two = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(state_store={"shuffle_partitions": 2}))
-    assert supervise_job(settings, two, "gold_user_activity_5m", run_id="r1") == "blocked"
+    _, one = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(state_store={"shuffle_partitions": 1}))
+    assert supervise_job(settings, one, "gold_user_activity_5m", run_id="r1") == "blocked"
     [alert] = delta_store.read_table(settings.layout.ops_table("alerts")).to_pylist()
     assert alert["severity"] == "error" and alert["run_id"] == "r1"
     assert "`lakehouse checkpoint repartition gold_user_activity_5m`" in alert["reason"]
@@ -144,32 +145,32 @@ def test_a_changed_partition_count_refuses_to_start_then_repartition_resumes_exa
     first = generate(settings, events=1200, seed=91, files=4)
     for job_id in LINEAGE:
         run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
-    changed, two = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(
-        state_store={"shuffle_partitions": 2}))
-    env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": registry_file(tmp_path, changed, "two.yaml")}
+    changed, one = variant(raw, lambda r: r["jobs"]["gold_user_activity_5m"].update(
+        state_store={"shuffle_partitions": 1}))
+    env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": registry_file(tmp_path, changed, "one.yaml")}
     refused = run_cli(["run", "gold_user_activity_5m"], env, timeout=300)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "cannot resume its checkpoint" in refused.stderr and "lakehouse checkpoint repartition " \
-        "gold_user_activity_5m`" in refused.stderr and "shuffle_partitions: 4 -> 2" in refused.stderr
+        "gold_user_activity_5m`" in refused.stderr and f"shuffle_partitions: {SUITE_STATE_PARTITIONS} -> 1" in refused.stderr
 
     with pytest.raises(ActionRefused, match="its plan is repartition, not resume"):
-        verify(None, settings, two, ["gold_user_activity_5m"], run=False, actor="test")
-    with pytest.raises(ActionRefused, match="already has 4 partitions, the registry's state_store.shuffle_partitions"):
+        verify(None, settings, one, ["gold_user_activity_5m"], run=False, actor="test")
+    with pytest.raises(ActionRefused, match=f"already has {SUITE_STATE_PARTITIONS} partitions, the registry's state_store.shuffle_partitions"):
         apply(spark, settings, registry, CheckpointRequest("repartition", ("gold_user_activity_5m",)))
-    [row] = apply(spark, settings, two, CheckpointRequest("repartition", ("gold_user_activity_5m",), actor="test"))
+    [row] = apply(spark, settings, one, CheckpointRequest("repartition", ("gold_user_activity_5m",), actor="test"))
     checkpoint = settings.layout.checkpoint("gold_user_activity_5m")
     assert row["outcome"] == "done" and row["archived_to"].endswith("gold_user_activity_5m.reset-1")
     assert settings.layout.archived_checkpoint("gold_user_activity_5m", 1).is_dir()  # the old one, copied aside
-    assert {op["partitionsAtLatestBatch"] for op in state_operators(spark, checkpoint)} == {2}
-    assert checkpoints.shuffle_partitions(checkpoint) == 2
+    assert {op["partitionsAtLatestBatch"] for op in state_operators(spark, checkpoint)} == {1}
+    assert checkpoints.shuffle_partitions(checkpoint) == 1
 
     second = generate(settings, events=800, seed=92, files=2, start=first_end(first))
     for job_id in LINEAGE:
-        run_job(spark, settings, two, job_id, AVAILABLE_NOW)
-    expected = expected_gold(two, [arrival_order(first.files), arrival_order(second.files)])
+        run_job(spark, settings, one, job_id, AVAILABLE_NOW)
+    expected = expected_gold(one, [arrival_order(first.files), arrival_order(second.files)])
     assert gold_rows(settings, "gold/user_activity_5m") == expected["gold/user_activity_5m"]
     report = json.loads(run_cli(["checkpoint", "inspect", "gold_user_activity_5m", "--json"], env, timeout=300).stdout)
-    assert report["shuffle_partitions"] == {"recorded": 2, "configured": 2} and report["plan"]["mode"] == "resume"
+    assert report["shuffle_partitions"] == {"recorded": 1, "configured": 1} and report["plan"]["mode"] == "resume"
     assert report["sinks"][0]["delta_version"] == delta_store.latest_version(
         settings.layout.table("gold/user_activity_5m"))
     audit = checkpoint_audit.outcomes(settings)

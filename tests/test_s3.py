@@ -52,7 +52,7 @@ def s3_lakehouse(tmp_path, name: str):
     settings = replace(load_settings(), root=f"s3://{BUCKET}/{name}-{os.urandom(3).hex()}",
                        local_dir=tmp_path / "local")
     env = {**os.environ, **settings.storage_environment(), "PYSPARK_PYTHON": sys.executable}
-    for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+    for variable in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS"):
         env.pop(variable, None)
     return settings, env
 

@@ -13,6 +13,7 @@ from include.registry import Trigger
 from spark_jobs.state_inspect import inspect_state
 from spark_jobs.streaming_query import run_job
 from tests.support.helpers import generate, run_cli, saved_registry
+from tests.support.suite_registry import SUITE_STATE_PARTITIONS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -36,8 +37,8 @@ def test_state_change_feed_of_a_changelog_job(spark, settings, raw, tmp_path, la
     assert shown.returncode == 0, shown.stderr[-3000:]
     (operator,) = json.loads(shown.stdout)["operators"]
     (store,) = operator["stores"]
-    assert operator["partitions"] == 4 and store["keys"] == sum(store["keys_per_partition"]) > 0
-    assert operator["bytes"] > 0 and len(operator["bytes_per_partition"]) == 4
+    assert operator["partitions"] == SUITE_STATE_PARTITIONS and store["keys"] == sum(store["keys_per_partition"]) > 0
+    assert operator["bytes"] > 0 and len(operator["bytes_per_partition"]) == SUITE_STATE_PARTITIONS
     changes = store["changes"]
     assert "unavailable" not in changes, changes
     assert sum(sum(kinds.values()) for kinds in changes["per_batch"].values()) > 0
@@ -45,7 +46,7 @@ def test_state_change_feed_of_a_changelog_job(spark, settings, raw, tmp_path, la
 
     text = run_cli(["state", "silver_clickstream", "--changes", "0:0"], lakehouse_env)  # snapshots only
     assert text.returncode == 0, text.stderr[-2000:]
-    assert "operator 0 dedupeWithinWatermark: 4 partitions" in text.stdout
+    assert f"operator 0 dedupeWithinWatermark: {SUITE_STATE_PARTITIONS} partitions" in text.stdout
     assert "changes: unavailable:" in text.stdout and "changelog_checkpointing: true" in text.stdout
     stateless = run_cli(["state", "bronze_clickstream"], lakehouse_env)
     assert stateless.returncode == 0 and "keeps no state" in stateless.stdout
@@ -53,8 +54,13 @@ def test_state_change_feed_of_a_changelog_job(spark, settings, raw, tmp_path, la
     assert bad.returncode == 2 and "--changes 3:1: batches must be in 0.." in bad.stderr
 
 
-def test_skew_is_reported_on_a_deliberately_skewed_input(spark, settings, registry):
-    """40 users whose keys hash to state partition 2, one in each other partition: keys per partition 1, 1, 40, 1."""
+def test_skew_is_reported_on_a_deliberately_skewed_input(spark, settings, raw):
+    """40 users whose keys hash to state partition 2 of 4, one in each other partition: keys per partition 1, 1, 40,
+    1."""
+    from include.registry import build_registry
+
+    raw["jobs"]["gold_fraud_alerts"]["state_store"] = {"shuffle_partitions": 4}  # the suite's default is 2
+    registry = build_registry(raw)
     users = [r["user"] for r in spark.range(5000).select(F.format_string("user_%05d", "id").alias("user"))
              .where(F.pmod(F.hash("user"), F.lit(4)) == 2).limit(40).collect()]
     for partition in (0, 1, 3):
