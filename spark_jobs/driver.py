@@ -64,11 +64,15 @@ class SharedDriver:
 
 def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
     """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
-    checkpoint action, damaged checkpoint files, its Kafka broker down, a checkpoint plan other than resume."""
+    checkpoint action, damaged checkpoint files, a checkpoint of the former Python Delta source (which no plan can
+    resume), its Kafka broker down, a checkpoint plan other than resume."""
+    from spark_jobs.streaming_query import refuse_python_source_checkpoint  # run_one has imported it already
+
     if lease.is_held(settings, job.id):
         raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
     refuse_if_pending(settings, job.id)
     check_job_files(settings, job)
+    refuse_python_source_checkpoint(settings, job)
     down = unreachable_broker(settings, job)
     if down:
         raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")

@@ -33,6 +33,7 @@ from spark_jobs.table_maintenance import (
 )
 from spark_jobs.transforms import parse_json
 from tests.support.helpers import generate, run_cli
+from tests.support.suite_registry import SUITE_STATE_PARTITIONS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 AVAILABLE_NOW = Trigger(available_now=True)
@@ -304,9 +305,11 @@ def test_a_checkpoint_of_the_former_python_source_is_refused(settings, lakehouse
     checkpoint = settings.layout.checkpoint("silver_clickstream")
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "metadata").write_text('{"id":"4a1f4c3e-0d4b-4e5e-9a57-2b1f0c9f8e11"}')
+    # in a partition count the registry no longer has: no plan can resume it, so the former source is named first
+    partitions = SUITE_STATE_PARTITIONS * 2
     (checkpoint / "offsets" / "0").write_text(
-        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1767225600000,"conf":{"spark.sql.shuffle.partitions":"4"}}\n'
-        '{"version": 3}')
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1767225600000,"conf":{"spark.sql.shuffle.partitions":'
+        f'"{partitions}"}}}}\n{{"version": 3}}')
     assert checkpoints.written_by_python_delta_source(checkpoint)
     refused = run_cli(["run", "silver_clickstream"], lakehouse_env, timeout=240)
     assert refused.returncode == 2, refused.stderr[-2000:]
