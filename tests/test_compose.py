@@ -200,3 +200,12 @@ def test_a_taken_port_of_a_spark_daemon_is_named_with_the_setting_that_moves_it(
     assert str(taken.value) == (f"spark-master UI: port {port} on 127.0.0.1 is taken by another program (free it, or "
                                 "set LAKEHOUSE_CLUSTER_PORTS=postgres,airflow,spark_ui[,spark_master])")
     _require_free("spark-master UI", port)  # free again: no error
+
+
+def test_ports_chosen_in_one_process_never_coincide_before_their_servers_listen():
+    """A test chooses the ports of several servers before any listens (a cluster: its S3 server's ten, then the others
+    for `cluster up`): 300 blocks like the S3 server's (a port and its gRPC port 10,000 above), none bound, none shared."""
+    from include.daemons import free_port_block
+
+    chosen = [p + offset for p in (free_port_block([0, 10_000]) for _ in range(300)) for offset in (0, 10_000)]
+    assert len(set(chosen)) == len(chosen)

@@ -106,10 +106,14 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
+_chosen: set[int] = set()  # every port free_port_block chose in this process: a server it is for may not listen yet
+
+
 def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
     """A port p with p + each offset free on `host`, all below the kernel's ephemeral range: a port chosen now and
     bound by a server later is not meanwhile taken by some client connection's local port (the tests' and benchmarks'
-    private servers)."""
+    private servers). No port chosen before in this process is chosen again: its server may not listen yet (the
+    ports one test chooses for the servers of one `lakehouse cluster up` could otherwise coincide)."""
     try:
         ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -117,8 +121,11 @@ def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
     top = ephemeral - max(offsets) - 1
     for _ in range(200):
         port = random.randint(10000, top)
-        if not any(port_taken(host, port + offset) for offset in offsets):
-            return port
+        block = {port + offset for offset in offsets}
+        if block & _chosen or any(port_taken(host, p) for p in block):
+            continue
+        _chosen.update(block)
+        return port
     raise RuntimeError(f"no free ports {offsets} above a base below {ephemeral} on {host}")
 
 
