@@ -164,10 +164,12 @@ def storage_confs(settings: Settings) -> dict[str, str]:
     credentials from the environment, the driver's and, on a cluster, the executors'), Delta commits with S3's
     conditional create (spark_jobs/jvm/lakehouse/ConditionalS3LogStore.java), and checkpoint files put whole, the
     offset and commit logs only if absent (ConditionalCheckpointFileManager.java: a local disk keeps Spark's default
-    manager)."""
+    manager); on a local disk, the checkpoint manager's file system without the processes Hadoop starts for a
+    permission or a link (NioRawLocalFileSystem.java)."""
     confs = {
         "spark.delta.logStore.s3a.impl": "lakehouse.ConditionalS3LogStore",
         "spark.sql.streaming.checkpointFileManagerClass": "lakehouse.ConditionalCheckpointFileManager",
+        LOCAL_FILE_CONTEXT: "lakehouse.NioLocalFs",
         **{f"spark.hadoop.{key}": value for key, value in settings.s3.hadoop_options().items()},
     }
     if under_spark_submit():  # set inside the running JVM: never on a command line
@@ -234,6 +236,9 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 READ_ONLY_EXTENSION = "lakehouse.ReadOnlySql"  # spark_jobs/jvm/lakehouse/ReadOnlySql.java
 CHECKPOINT_INTERVAL = 100  # commits between Delta log checkpoints of the tables the lakehouse creates
 ALL_FILES_IN_CHECKSUM = "spark.databricks.delta.allFilesInCrc.enabled"
+# The FileContext API's `file:` scheme (Spark's checkpoint manager writes a local checkpoint through it). Not the
+# FileSystem API's `fs.file.impl`: spark-submit opens local files through that before the project's jar is loaded.
+LOCAL_FILE_CONTEXT = "spark.hadoop.fs.AbstractFileSystem.file.impl"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 CODEGEN_CACHE_ENTRIES = 1000  # generated classes a JVM keeps compiled (Spark's default: 100)
