@@ -209,3 +209,19 @@ def test_ports_chosen_in_one_process_never_coincide_before_their_servers_listen(
 
     chosen = [p + offset for p in (free_port_block([0, 10_000]) for _ in range(300)) for offset in (0, 10_000)]
     assert len(set(chosen)) == len(chosen)
+
+
+def test_ports_chosen_by_processes_at_once_never_coincide():
+    """Two processes (the suite's workers) choose 150 S3-like blocks each at the same time: none shared."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.helpers import REPO
+
+    code = ("import json; from include.daemons import free_port_block; "
+            "print(json.dumps([p + o for p in (free_port_block([0, 10_000]) for _ in range(150)) for o in (0, 10_000)]))")
+    choosers = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    first, second = (set(json.loads(chooser.communicate(timeout=120)[0])) for chooser in choosers)
+    assert len(first) == len(second) == 300 and not first & second, sorted(first & second)

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -107,13 +108,40 @@ def port_taken(host: str, port: int) -> bool:
 
 
 _chosen: set[int] = set()  # every port free_port_block chose in this process: a server it is for may not listen yet
+# The ports chosen by the processes of this host that live: a file per port holding its chooser's pid.
+PORT_CLAIMS = Path(tempfile.gettempdir()) / "lakehouse-port-claims"
+
+
+def _claim(port: int) -> bool:
+    """Claim `port` for this process unless a living other process claimed it."""
+    claim = PORT_CLAIMS / str(port)
+    for _ in range(2):
+        try:
+            PORT_CLAIMS.mkdir(exist_ok=True)
+            descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(claim.read_text() or 0)
+            except (OSError, ValueError):
+                holder = 0
+            if holder and holder != os.getpid() and alive(holder):
+                return False
+            claim.unlink(missing_ok=True)  # its chooser is gone (or it is ours)
+            continue
+        except OSError:  # no claims here (another user's directory): this process's own choices still hold
+            return True
+        with os.fdopen(descriptor, "w") as file:
+            file.write(str(os.getpid()))
+        return True
+    return False
 
 
 def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
     """A port p with p + each offset free on `host`, all below the kernel's ephemeral range: a port chosen now and
     bound by a server later is not meanwhile taken by some client connection's local port (the tests' and benchmarks'
-    private servers). No port chosen before in this process is chosen again: its server may not listen yet (the
-    ports one test chooses for the servers of one `lakehouse cluster up` could otherwise coincide)."""
+    private servers). No port chosen before is chosen again while its chooser lives, in this process or another of
+    this host (PORT_CLAIMS): its server may not listen yet (the ports one test chooses for the servers of one
+    `lakehouse cluster up` could otherwise coincide, and so could two test workers' choices)."""
     try:
         ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -123,6 +151,8 @@ def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
         port = random.randint(10000, top)
         block = {port + offset for offset in offsets}
         if block & _chosen or any(port_taken(host, p) for p in block):
+            continue
+        if not all(_claim(p) for p in sorted(block)):  # a claim another took first: left to its holder's exit
             continue
         _chosen.update(block)
         return port
