@@ -212,16 +212,22 @@ def test_ports_chosen_in_one_process_never_coincide_before_their_servers_listen(
 
 
 def test_ports_chosen_by_processes_at_once_never_coincide():
-    """Two processes (the suite's workers) choose 150 S3-like blocks each at the same time: none shared."""
+    """Two living processes (the suite's workers) choose 150 S3-like blocks each at the same time: none shared. Each
+    lives on until both have chosen: a chooser's claims end with it (the ports are free to choose again then)."""
     import json
     import subprocess
     import sys
 
     from tests.support.helpers import REPO
 
-    code = ("import json; from include.daemons import free_port_block; "
-            "print(json.dumps([p + o for p in (free_port_block([0, 10_000]) for _ in range(150)) for o in (0, 10_000)]))")
-    choosers = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
-                for _ in range(2)]
-    first, second = (set(json.loads(chooser.communicate(timeout=120)[0])) for chooser in choosers)
+    code = ("import json, sys; from include.daemons import free_port_block; print(json.dumps([p + o for p in "
+            "(free_port_block([0, 10_000]) for _ in range(150)) for o in (0, 10_000)]), flush=True); sys.stdin.read()")
+    choosers = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(2)]
+    try:
+        first, second = (set(json.loads(chooser.stdout.readline() or "[]")) for chooser in choosers)
+    finally:
+        for chooser in choosers:
+            chooser.stdin.close()
+            chooser.wait(timeout=120)
     assert len(first) == len(second) == 300 and not first & second, sorted(first & second)

@@ -6,6 +6,7 @@ It imports nothing of the project.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import logging
@@ -113,27 +114,26 @@ PORT_CLAIMS = Path(tempfile.gettempdir()) / "lakehouse-port-claims"
 
 
 def _claim(port: int) -> bool:
-    """Claim `port` for this process unless a living other process claimed it."""
-    claim = PORT_CLAIMS / str(port)
-    for _ in range(2):
-        try:
-            PORT_CLAIMS.mkdir(exist_ok=True)
-            descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                holder = int(claim.read_text() or 0)
-            except (OSError, ValueError):
-                holder = 0
-            if holder and holder != os.getpid() and alive(holder):
-                return False
-            claim.unlink(missing_ok=True)  # its chooser is gone (or it is ours)
-            continue
-        except OSError:  # no claims here (another user's directory): this process's own choices still hold
-            return True
-        with os.fdopen(descriptor, "w") as file:
-            file.write(str(os.getpid()))
+    """Claim `port` for this process unless a living other process claimed it. Claims are read and written under one
+    lock for the host (a claim file is created before its pid is in it: read in between, it looked abandoned)."""
+    try:
+        PORT_CLAIMS.mkdir(exist_ok=True)
+        lock = os.open(PORT_CLAIMS / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:  # no claims here (another user's directory): this process's own choices still hold
         return True
-    return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies holding it
+        claim = PORT_CLAIMS / str(port)
+        try:
+            holder = int(claim.read_text() or 0)
+        except (OSError, ValueError):
+            holder = 0
+        if holder and holder != os.getpid() and alive(holder):
+            return False
+        claim.write_text(str(os.getpid()))  # a new claim, or one whose chooser is gone
+        return True
+    finally:
+        os.close(lock)
 
 
 def free_port_block(offsets: list[int], host: str = "127.0.0.1") -> int:
