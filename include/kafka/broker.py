@@ -125,7 +125,7 @@ def server_properties(files: BrokerFiles, host: str, port: int) -> str:
         "group.initial.rebalance.delay.ms=0",
         "auto.create.topics.enable=false",  # a typo in a topic name is an error, not a new empty topic
         # KRaft's controller appends a no-op record to its metadata log this often (Kafka: every 500 ms): an idle broker
-        # used 1.6 CPU-seconds a minute, 1.0 with 10 s (docs/benchmarks.md); one node has no follower to keep alive.
+        # used 1.5-1.6 CPU-seconds a minute, 0.9-1.1 with 10 s (docs/benchmarks.md); one node has no follower to keep alive.
         "metadata.max.idle.interval.ms=10000",
         "log.retention.hours=-1",  # the lakehouse's demo data is small: keep it until topics are deleted
         "",
