@@ -115,7 +115,7 @@ PORT_CLAIMS = Path(tempfile.gettempdir()) / "lakehouse-port-claims"
 
 def _claim(port: int) -> bool:
     """Claim `port` for this process unless a living other process claimed it. Claims are read and written under one
-    lock for the host (a claim file is created before its pid is in it: read in between, it looked abandoned)."""
+    lock for the host, so no chooser sees another's claim half-written (an empty claim reads as abandoned)."""
     try:
         PORT_CLAIMS.mkdir(exist_ok=True)
         lock = os.open(PORT_CLAIMS / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
