@@ -193,6 +193,20 @@ def test_incremental_validates_only_new_versions_and_full_everything(settings, r
         "gold__user_activity_5m__table": 2, "gold__user_activity_5m__rows": 2}
 
 
+def test_the_data_docs_compile_their_templates_once_per_process(settings, registry, synthetic):
+    """GE builds new Jinja environments for every Data Docs build; its views here share the compiled templates
+    (include/quality/docs_views.py): a second run renders its pages with no template compiled again."""
+    from include.quality.docs_views import COMPILED_TEMPLATES
+
+    validate(settings, registry)
+    compiled, reused = COMPILED_TEMPLATES.compiled, COMPILED_TEMPLATES.reused
+    assert compiled > 0
+    again = validate(settings, registry, full=True)
+    assert (COMPILED_TEMPLATES.compiled, COMPILED_TEMPLATES.reused > reused) == (compiled, True)
+    page = (settings.layout.data_docs / again.report_page()).read_text()
+    assert again.run_id in page and "window_size" in page and "Succeeded" in page
+
+
 @pytest.mark.spark
 def test_spark_engine_above_the_threshold(spark, settings, registry, synthetic):
     validate(settings, registry)
