@@ -31,6 +31,10 @@ from include.registry.specs import JobSpec, Registry, ResourcesSpec, StatefulPro
 from include.registry.transforms import RIGHT_INPUT_KINDS, parse_transform
 from include.registry.vocabulary import CATALOG_TABLE_NAME, IDENTIFIER, TABLE_FIELDS
 
+# libyaml's safe loader where PyYAML was built with it (PyPI's wheels are): ~9x faster than the pure-Python one (20 ms a
+# parse of include/jobs.yaml), and every command, job start and DAG parse loads the registry.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 _JOB_FIELDS = ("description", "source", "transform", "sink", "triggers", "state_store", "live", "supervision",
                "quality", "reset_allowed", "group", "resources")
 
@@ -47,7 +51,7 @@ class RegistryError(ValueError):
 def load_registry(path: Path) -> Registry:
     """Load and validate the registry at `path`."""
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = yaml.load(Path(path).read_text(), Loader=_SAFE_LOADER)
     except FileNotFoundError as exc:
         raise RegistryError([f"registry file not found: {path}"]) from exc
     except yaml.YAMLError as exc:
