@@ -1,7 +1,7 @@
 """The Data Docs' views: GE's own, with their Jinja templates compiled once per process.
 
 GE makes a new site builder, so new Jinja environments, for every `build_data_docs`, and each compiled every
-template it rendered again: two thirds of a build's rendering (py-spy over `make test`), ~10% of a `lakehouse quality
+template it rendered again: two thirds of a build's rendering (py-spy over `make test`), ~15% of a `lakehouse quality
 run` of the demo's lakehouse (docs/benchmarks.md). The views below are GE's, named in include/gx/great_expectations.yml
 (`view:` of the site's index and section builders); their environments share one cache of compiled templates, which
 Jinja keys by the template's name and file and checks against its source.
