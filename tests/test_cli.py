@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,15 @@ def test_bad_input_is_named(lakehouse_env):
     assert partitions.returncode == 2 and "at most 2000, got 100000" in partitions.stderr
     source = run_cli(["generate", "--source", "orders", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
     assert source.returncode == 2 and "unknown source 'orders'" in source.stderr
+
+
+def test_the_help_says_how_many_commands_there_are_and_lists_each_one():
+    from include.cli import COMMANDS, build_parser
+
+    text = build_parser().format_help()
+    assert f"{len(COMMANDS)} commands" in text and len(COMMANDS) >= 20
+    listed = re.findall(r"^    ([a-z-]+)", text, re.MULTILINE)  # argparse's list of the subcommands, with their help
+    assert listed == [c.name for c in COMMANDS]
 
 
 def test_generate_command_is_deterministic(settings, lakehouse_env):

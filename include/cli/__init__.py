@@ -31,8 +31,6 @@ from include.settings import load_settings
 __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_for_demo", "catalog_sync",
            "demo_through_airflow", "generate_into", "main", "run_demo", "store_for_demo"]
 
-DESCRIPTION = "The `lakehouse` command line: generate, run, demo, summary."
-
 # every command, in the order `lakehouse --help` lists them
 COMMANDS: tuple[Command, ...] = (
     generate.generate, jobs.run, demo.demo, airflow.airflow_setup, airflow.airflow, airflow.airflow_history,
@@ -41,12 +39,14 @@ COMMANDS: tuple[Command, ...] = (
     jobs.stop,
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+DESCRIPTION = (f"The lakehouse's command line: {len(COMMANDS)} commands, each with its help below; "
+               "`lakehouse COMMAND --help` says what a command takes (its arguments, its subcommands).")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """`lakehouse`'s parser: a subcommand per command of `COMMANDS`."""
     parser = argparse.ArgumentParser(prog="lakehouse", description=DESCRIPTION)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for c in COMMANDS:
         c.add_to(sub)
     return parser
