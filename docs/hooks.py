@@ -3,7 +3,7 @@
 A page asks for a generated part with a marker line, `<!-- generated: NAME -->`, replaced by:
 
 - `cli`: every `lakehouse` command and subcommand, from the CLI's own argparse parser (`include.cli.build_parser`);
-- `configuration`: every environment variable, from `include.settings.configuration_reference()`;
+- `configuration`: every environment variable, from `include.settings_reference.configuration_reference()`;
 - `jobs-yaml`: every key of `jobs.yaml`, read from the registry's parsers (the keys each one accepts, as the code
   lists them), with what it means where the code says it (the spec dataclasses' field comments), its default and
   the values it takes (`include/registry/vocabulary.py` and the catalogues);
@@ -161,11 +161,11 @@ def argument_row(parser: argparse.ArgumentParser, action: argparse.Action) -> st
 
 
 def configuration_reference() -> str:
-    settings = importlib.import_module("include.settings")
-    build = getattr(settings, "configuration_reference", None)
+    reference = importlib.import_module("include.settings_reference")
+    build = getattr(reference, "configuration_reference", None)
     if build is None:
-        log.warning("include.settings has no configuration_reference(): the configuration page cannot be generated")
-        return "*The configuration table is generated from `include.settings.configuration_reference()`.*\n"
+        log.warning("include.settings_reference has no configuration_reference(): no configuration page")
+        return "*The configuration table is generated from `include.settings_reference.configuration_reference()`.*\n"
     return build().strip() + "\n"
 
 

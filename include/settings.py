@@ -3,7 +3,7 @@
 Every variable is one row of :data:`SETTINGS` (a :class:`Setting`: its name, kind, default, minimum or choices, and
 meaning). :func:`load_settings` reads the environment through that table (a variable unset or blank takes its
 default; each kind has one parse-and-check, whose error names the variable and the value), and
-:func:`configuration_reference` renders the same table as the Markdown reference (the docs' Configuration page): the
+`configuration_reference` (include/settings_reference.py) renders the same table as the docs' Configuration page: the
 defaults and their documentation live in one place. The few variables that need more than their kind's check (the S3
 endpoint, the root, the Kafka bootstrap servers, the metastore's URI and database) name their own parse in their row,
 or are resolved after the table is read (the root, kept S3 credentials).
@@ -96,20 +96,12 @@ def _s3_endpoint(text: str) -> str:
     return "" if endpoint == "aws" else endpoint
 
 
-def _kafka_bootstrap(text: str) -> str:
-    check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", text)
-    return text
-
-
-def _metastore_uri(text: str) -> str:
-    metastore_host_port(text)  # ValueError naming LAKEHOUSE_METASTORE_URI
-    return text
-
-
-def _metastore_db(text: str) -> str:
-    if text:
-        postgres_address(text)  # ValueError naming LAKEHOUSE_METASTORE_DB
-    return text
+def _checked(check: Callable[[str], object]) -> Callable[[str], str]:
+    """A row's own parse: the text as it is, once `check` passed it (its ValueError names the variable)."""
+    def parse(text: str) -> str:
+        check(text)
+        return text
+    return parse
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -166,7 +158,8 @@ SETTINGS: tuple[Setting, ...] = (
             meaning="rows above which quality checks use Spark"),
     Setting("LAKEHOUSE_JARS_DIR", "jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "jars"),
             shown_default="`<repo>/.cache/jars`", meaning="Delta Lake's JVM jars (fetched by `make`)"),
-    Setting("LAKEHOUSE_KAFKA_BOOTSTRAP", "kafka_bootstrap", Kind.ADDRESSES, "127.0.0.1:9092", parse=_kafka_bootstrap,
+    Setting("LAKEHOUSE_KAFKA_BOOTSTRAP", "kafka_bootstrap", Kind.ADDRESSES, "127.0.0.1:9092",
+            parse=_checked(lambda text: check_bootstrap("LAKEHOUSE_KAFKA_BOOTSTRAP", text)),
             meaning="the Kafka broker (`host:port`): overrides the connection `kafka_default` everywhere (CLI, jobs, "
                     "DAGs); `lakehouse kafka up` listens there"),
     Setting("LAKEHOUSE_KAFKA_TIMEOUT_SECONDS", "kafka_timeout_seconds", Kind.WHOLE, "20", minimum=1,
@@ -174,10 +167,12 @@ SETTINGS: tuple[Setting, ...] = (
                     "a running job fails it after about 3x this)"),
     Setting("LAKEHOUSE_KAFKA_JARS_DIR", "kafka_jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "kafka"),
             shown_default="`<repo>/.cache/kafka`", meaning="Kafka's broker jars (fetched by `make`)"),
-    Setting("LAKEHOUSE_METASTORE_URI", "metastore_uri", Kind.URL, "thrift://127.0.0.1:9083", parse=_metastore_uri,
+    Setting("LAKEHOUSE_METASTORE_URI", "metastore_uri", Kind.URL, "thrift://127.0.0.1:9083",
+            parse=_checked(lambda text: metastore_host_port(text)),  # ValueError naming the variable
             meaning="the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore "
                     "at another URI is used as it is"),
-    Setting("LAKEHOUSE_METASTORE_DB", "metastore_db", Kind.URL, "", parse=_metastore_db,
+    Setting("LAKEHOUSE_METASTORE_DB", "metastore_db", Kind.URL, "",
+            parse=_checked(lambda text: text and postgres_address(text)),  # blank: Derby
             meaning="the catalog's database: `postgresql://user:password@host:port/database` (docker-compose.yaml's "
                     "`metastore` service); unset: Derby under `<local>/_catalog`"),
     Setting("LAKEHOUSE_SQL_PORT", "sql_port", Kind.PORT, "10000",
@@ -202,7 +197,7 @@ SETTINGS: tuple[Setting, ...] = (
             meaning="rotated logs kept per driver log (`.1` newest); the oldest is deleted"),
     Setting("LAKEHOUSE_PROGRESS_RETENTION_DAYS", "progress_retention_days", Kind.WHOLE, "7", minimum=1,
             meaning="`_ops/query_progress` rows older than this many days are deleted by the maintenance "
-                    "(include/ops/ops_maintenance.py)"),
+                    "(include/records/ops_maintenance.py)"),
     Setting("LAKEHOUSE_OPS_HISTORY_HOURS", "ops_history_hours", Kind.WHOLE, "24", minimum=1, unit="hours",
             meaning="the maintenance keeps the operational tables' (`_ops/*`) replaced files and commits this long: "
                     "after it, each holds its rows in a few files plus this many hours of commits"),
@@ -398,42 +393,6 @@ def _as_fields(values: dict[str, object]) -> dict[str, object]:
 def _given(name: str) -> bool:
     """Whether the variable `name` was given (not unset or blank): a `*_set` field of Settings."""
     return bool(os.environ.get(name, "").strip())
-
-
-def configuration_reference() -> str:
-    """The configuration reference as Markdown: a table of every variable of :data:`SETTINGS` (variable, type,
-    default, minimum or choices, meaning), in the table's order. The docs' Configuration page is rendered from it."""
-    lines = ["| variable | type | default | minimum / choices | meaning |", "|---|---|---|---|---|"]
-    for setting in SETTINGS:
-        kind = f"{setting.kind} of {setting.unit}" if setting.unit else str(setting.kind)
-        cells = (f"`{setting.name}`", kind, _shown_default(setting), _limits(setting), _markdown(setting.meaning))
-        lines.append(f"| {' | '.join(cells)} |")
-    return "\n".join(lines) + "\n"
-
-
-def _shown_default(setting: Setting) -> str:
-    if setting.shown_default:
-        return _markdown(setting.shown_default)
-    return f"`{setting.default_text()}`" if setting.default_text() else "unset"
-
-
-def _limits(setting: Setting) -> str:
-    """The reference's `minimum / choices` cell."""
-    if setting.kind is Kind.WHOLE:
-        return f"at least {setting.minimum or 0}"
-    if setting.kind is Kind.PORT:
-        return f"{PORT_RANGE[0]}-{PORT_RANGE[1]}"
-    if setting.kind is Kind.CHOICE:
-        return ", ".join(f"`{choice}`" for choice in setting.choices) + (" (any case)" if setting.upper else "")
-    if setting.kind is Kind.FLAG:
-        return "`1`: on, anything else: off"
-    return ""
-
-
-def _markdown(text: str) -> str:
-    """`text` (Markdown) made safe in a table cell: outside its `code spans`, `|` escaped and `<` not read as HTML."""
-    parts = text.split("`")
-    return "`".join(part if i % 2 else part.replace("|", "\\|").replace("<", "&lt;") for i, part in enumerate(parts))
 
 
 def check_bootstrap(name: str, value: str) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from include import settings as settings_module
-from include.settings import SETTINGS, Kind, Settings, configuration_reference, load_settings, read_setting
+from include.settings import SETTINGS, Kind, Settings, load_settings, read_setting
+from include.settings_reference import configuration_reference
 from include.storage.s3 import S3Config
 
 DERIVED = {"kafka_bootstrap_set": "LAKEHOUSE_KAFKA_BOOTSTRAP", "metastore_uri_set": "LAKEHOUSE_METASTORE_URI"}
