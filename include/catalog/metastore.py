@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from xml.sax.saxutils import escape
 
 from include.catalog_client import answers
 from include.catalog_client.thrift import ThriftError, get_all_databases
-from include.daemons import Daemon, java, port_taken, spark_home
+from include.daemons import DaemonFiles, java, port_taken, spark_home
 from include.settings import Settings, postgres_address
 from include.settings import metastore_host_port as host_port
 
@@ -46,10 +45,8 @@ class CatalogError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class MetastoreFiles:
+class MetastoreFiles(DaemonFiles, daemon="the Hive metastore", log="metastore.log", pid="metastore.pid"):
     """Where `lakehouse catalog up` keeps the metastore's files (Layout.catalog)."""
-
-    home: Path
 
     @property
     def conf(self) -> Path:
@@ -65,14 +62,6 @@ class MetastoreFiles:
         """The default location of databases the metastore creates (the lakehouse's tables are external: their data
         stays where the pipelines write it)."""
         return self.home / "warehouse"
-
-    @property
-    def log(self) -> Path:
-        return self.home / "metastore.log"
-
-    @property
-    def daemon(self) -> Daemon:
-        return Daemon("the Hive metastore", self.home / "metastore.pid", self.log)
 
 
 def databases(uri: str, timeout: float = 5.0) -> list[str]:
@@ -188,18 +177,11 @@ def up(settings: Settings) -> tuple[bool, str]:
     files = prepared(settings)
     if settings.metastore_db:
         create_schema(files, settings)
-    process = files.daemon.start(command(files, settings, port), env={**os.environ, **settings.s3.environment()},
-                                 cwd=files.home)  # outlives this command
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise CatalogError(f"the metastore exited at start (code {process.returncode}): "
-                               f"{files.daemon.last_error()}; log: {files.log}")
-        if answers(uri, timeout=2.0):
-            return True, f"catalog up at {uri} (pid {process.pid}; {backend(settings)}; log {files.log})"
-        time.sleep(0.5)
-    files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    raise CatalogError(f"the metastore did not answer at {uri} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+    process = files.daemon.start_and_wait(  # outlives this command
+        command(files, settings, port), lambda: answers(uri, timeout=2.0), CatalogError, what="the metastore",
+        where=f" at {uri}", timeout=START_TIMEOUT_SECONDS, stop_timeout=STOP_TIMEOUT_SECONDS, poll=0.5,
+        env={**os.environ, **settings.s3.environment()}, cwd=files.home)
+    return True, f"catalog up at {uri} (pid {process.pid}; {backend(settings)}; log {files.log})"
 
 
 def prepared(settings: Settings) -> MetastoreFiles:
@@ -228,11 +210,8 @@ def serve(settings: Settings) -> None:
 
 def down(settings: Settings) -> str:
     """Stop the metastore `up` started, waiting until it has exited."""
-    files = MetastoreFiles(settings.layout.catalog)
-    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    if pid is None:
-        return f"no metastore started by `lakehouse catalog up` runs (pid file {files.daemon.pid_file})"
-    return f"catalog stopped (pid {pid})"
+    return MetastoreFiles(settings.layout.catalog).daemon.stop_saying(
+        "catalog stopped", "no metastore started by `lakehouse catalog up` runs", STOP_TIMEOUT_SECONDS)
 
 
 def status(settings: Settings) -> dict:

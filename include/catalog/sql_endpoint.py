@@ -17,12 +17,11 @@ import os
 import secrets
 import socket
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from include.connections import secrets_environment
-from include.daemons import Daemon, port_taken
+from include.daemons import DaemonFiles, port_taken
 from include.ops.launch import job_environment, submit_kwargs
 from include.settings import Settings
 from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
@@ -40,22 +39,12 @@ class EndpointError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class EndpointFiles:
+class EndpointFiles(DaemonFiles, daemon="the SQL endpoint", log="thrift-server.log", pid="thrift-server.pid"):
     """Where `lakehouse sql up` keeps the endpoint's files (Layout.sql_endpoint)."""
-
-    home: Path
-
-    @property
-    def log(self) -> Path:
-        return self.home / "thrift-server.log"
 
     @property
     def password(self) -> Path:
         return self.home / "password"
-
-    @property
-    def daemon(self) -> Daemon:
-        return Daemon("the SQL endpoint", self.home / "thrift-server.pid", self.log)
 
 
 def client_host(settings: Settings) -> str:
@@ -132,25 +121,15 @@ def up(settings: Settings) -> tuple[bool, str]:
     command = submit_command(settings)
     env = {**os.environ, **job_environment(settings), "LAKEHOUSE_SQL_USER": settings.sql_user,
            "LAKEHOUSE_SQL_PASSWORD": password(settings)}
-    process = files.daemon.start(command, env=env, cwd=files.home)  # outlives this command
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise EndpointError(f"the SQL endpoint exited at start (code {process.returncode}): "
-                                f"{files.daemon.last_error()}; log: {files.log}")
-        if answers(settings):
-            return True, f"SQL endpoint up at {jdbc_url(settings)} (pid {process.pid}; log {files.log})"
-        time.sleep(1.0)
-    files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    raise EndpointError(f"the SQL endpoint did not answer within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+    process = files.daemon.start_and_wait(  # outlives this command
+        command, lambda: answers(settings), EndpointError, what="the SQL endpoint", timeout=START_TIMEOUT_SECONDS,
+        stop_timeout=STOP_TIMEOUT_SECONDS, poll=1.0, env=env, cwd=files.home)
+    return True, f"SQL endpoint up at {jdbc_url(settings)} (pid {process.pid}; log {files.log})"
 
 
 def down(settings: Settings) -> str:
-    files = EndpointFiles(settings.layout.sql_endpoint)
-    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    if pid is None:
-        return f"no SQL endpoint started by `lakehouse sql up` runs (pid file {files.daemon.pid_file})"
-    return f"SQL endpoint stopped (pid {pid})"
+    return EndpointFiles(settings.layout.sql_endpoint).daemon.stop_saying(
+        "SQL endpoint stopped", "no SQL endpoint started by `lakehouse sql up` runs", STOP_TIMEOUT_SECONDS)
 
 
 def status(settings: Settings) -> dict:

@@ -20,8 +20,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from include.daemons.keeper import RESTARTING
 
@@ -191,6 +193,25 @@ class Daemon:
         self.pid_file.write_text(f"{process.pid}\n")
         return process
 
+    def start_and_wait(self, command: list[str], answers: Callable[[], bool], error: type[Exception], *, what: str,
+                       timeout: float, stop_timeout: float, poll: float, where: str = "",
+                       env: dict[str, str] | None = None, cwd: Path | None = None,
+                       group: bool = True) -> subprocess.Popen:
+        """:meth:`start` `command`, then ask `answers()` every `poll` seconds until it does. `error` (one line naming
+        `what`, `where` it was asked (" at <address>") and the log) when the process exits first, or when it does not
+        answer within `timeout`: then it is stopped (:meth:`stop` with `stop_timeout` and `group`)."""
+        process = self.start(command, env=env, cwd=cwd)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise error(f"{what} exited at start (code {process.returncode}): {self.last_error()}; "
+                            f"log: {self.log_file}")
+            if answers():
+                return process
+            time.sleep(poll)
+        self.stop(stop_timeout, group=group)
+        raise error(f"{what} did not answer{where} within {timeout:.0f} s; log: {self.log_file}")
+
     def restarts(self) -> list[str]:
         """Its keeper's lines for each time it started the command again since this daemon was last started."""
 
@@ -221,6 +242,11 @@ class Daemon:
         self.pid_file.unlink(missing_ok=True)
         return pid
 
+    def stop_saying(self, stopped: str, none_ran: str, timeout: float = 60.0, group: bool = True) -> str:
+        """:meth:`stop`, said in a line: `<stopped> (pid <pid>)`, or `<none_ran> (pid file <its path>)`."""
+        pid = self.stop(timeout, group=group)
+        return f"{none_ran} (pid file {self.pid_file})" if pid is None else f"{stopped} (pid {pid})"
+
     def last_error(self) -> str:
         """The last line of the log that reads like an error (else the last line)."""
         try:
@@ -230,3 +256,28 @@ class Daemon:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line or "Error" in line or "Exception" in line or "FATAL" in line]
         return (errors or lines or ["no output"])[-1][:400]
+
+
+@dataclass(frozen=True)
+class DaemonFiles:
+    """Where a server the project starts keeps its files: its `home`, with its log and pid file. Each server's class
+    names them: `class BrokerFiles(DaemonFiles, daemon="the Kafka broker", log="broker.log", pid="broker.pid")`."""
+
+    home: Path
+    names: ClassVar[tuple[str, str, str]]  # the daemon's name, its log's and its pid file's
+
+    def __init_subclass__(cls, daemon: str, log: str, pid: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.names = (daemon, log, pid)
+
+    @property
+    def log(self) -> Path:
+        return self.home / self.names[1]
+
+    @property
+    def pid(self) -> Path:
+        return self.home / self.names[2]
+
+    @property
+    def daemon(self) -> Daemon:
+        return Daemon(self.names[0], self.pid, self.log)

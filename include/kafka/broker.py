@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from include.daemons import Daemon, free_port_block, java, port_taken
+from include.daemons import DaemonFiles, free_port_block, java, port_taken
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,10 +41,8 @@ class Topic:
 
 
 @dataclass(frozen=True)
-class BrokerFiles:
+class BrokerFiles(DaemonFiles, daemon="the Kafka broker", log="broker.log", pid="broker.pid"):
     """Where `lakehouse kafka up` keeps a broker's files (Layout.kafka)."""
-
-    home: Path
 
     @property
     def data(self) -> Path:
@@ -53,18 +51,6 @@ class BrokerFiles:
     @property
     def properties(self) -> Path:
         return self.home / "server.properties"
-
-    @property
-    def log(self) -> Path:
-        return self.home / "broker.log"
-
-    @property
-    def pid(self) -> Path:
-        return self.home / "broker.pid"
-
-    @property
-    def daemon(self) -> Daemon:
-        return Daemon("the Kafka broker", self.pid, self.log)
 
 
 def host_port(bootstrap: str) -> tuple[str, int]:
@@ -82,17 +68,23 @@ def answers(bootstrap: str, timeout: float = 3.0) -> bool:
     return True
 
 
-def list_topics(bootstrap: str, timeout: float = 5.0) -> list[Topic]:
-    """The topics (not Kafka's internal ones) with their partition counts; BrokerError when none answers."""
+def admin_metadata(bootstrap: str, timeout: float, unreachable: str = "broker unreachable at") -> tuple[Any, Any]:
+    """An admin client on `bootstrap` and the cluster's metadata (its topics); BrokerError `<unreachable> <bootstrap>
+    (<librdkafka's reason>)` when no broker answers within `timeout`."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000),
                          "logger": LIBRDKAFKA_LOG})
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        return admin, admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise BrokerError(f"no Kafka broker answers at {bootstrap} ({exc.args[0].str()})") from None
+        raise BrokerError(f"{unreachable} {bootstrap} ({exc.args[0].str()})") from None
+
+
+def list_topics(bootstrap: str, timeout: float = 5.0) -> list[Topic]:
+    """The topics (not Kafka's internal ones) with their partition counts; BrokerError when none answers."""
+    _, metadata = admin_metadata(bootstrap, timeout, unreachable="no Kafka broker answers at")
     return sorted((Topic(name, len(t.partitions)) for name, t in metadata.topics.items() if not name.startswith("__")),
                   key=lambda t: t.name)
 
@@ -191,23 +183,14 @@ def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
     files.home.mkdir(parents=True, exist_ok=True)
     files.properties.write_text(server_properties(files, host, port))
     _format(settings, files)
-    process = files.daemon.start(_java_command(settings, "kafka.Kafka", str(files.properties)))  # outlives this command
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BrokerError(f"the broker exited at start (code {process.returncode}): {files.daemon.last_error()}; "
-                              f"log: {files.log}")
-        if answers(bootstrap, timeout=1.0):
-            return True, f"Kafka broker up at {bootstrap} (pid {process.pid}; data {files.data}; log {files.log})"
-        time.sleep(0.5)
-    files.daemon.stop(STOP_TIMEOUT_SECONDS, group=False)
-    raise BrokerError(f"the broker did not answer at {bootstrap} within {START_TIMEOUT_SECONDS:.0f} s; log: {files.log}")
+    process = files.daemon.start_and_wait(  # outlives this command
+        _java_command(settings, "kafka.Kafka", str(files.properties)), lambda: answers(bootstrap, timeout=1.0),
+        BrokerError, what="the broker", where=f" at {bootstrap}", timeout=START_TIMEOUT_SECONDS,
+        stop_timeout=STOP_TIMEOUT_SECONDS, poll=0.5, group=False)
+    return True, f"Kafka broker up at {bootstrap} (pid {process.pid}; data {files.data}; log {files.log})"
 
 
 def down(settings: Settings) -> str:
     """Stop the broker `up` started (SIGTERM: a controlled shutdown), waiting until it has exited."""
-    files = BrokerFiles(settings.layout.kafka)
-    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS, group=False)
-    if pid is None:
-        return f"no broker started by `lakehouse kafka up` runs (pid file {files.pid})"
-    return f"Kafka broker stopped (pid {pid})"
+    return BrokerFiles(settings.layout.kafka).daemon.stop_saying(
+        "Kafka broker stopped", "no broker started by `lakehouse kafka up` runs", STOP_TIMEOUT_SECONDS, group=False)

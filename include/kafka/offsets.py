@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
+from include.kafka.broker import BrokerError, admin_metadata
 from include.registry.sources import parse_timestamp
 
 
@@ -32,15 +32,9 @@ class PartitionRange:
 def topic_ranges(bootstrap: str, topics: tuple[str, ...], timeout: float = 10.0) -> dict[str, list[PartitionRange]]:
     """Each topic's partitions with their earliest and latest offsets; a topic the broker lacks maps to [].
     BrokerError (one line) when no broker answers at `bootstrap`, or it gives no offsets of a partition."""
-    from confluent_kafka import KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import TopicPartition
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": int(timeout * 1000),
-                         "logger": LIBRDKAFKA_LOG})
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise BrokerError(f"broker unreachable at {bootstrap} ({exc.args[0].str()})") from None
+    admin, metadata = admin_metadata(bootstrap, timeout)
     ranges: dict[str, list[PartitionRange]] = {}
     for topic in topics:
         info = metadata.topics.get(topic)

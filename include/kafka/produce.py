@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
+from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError, admin_metadata
 
 log = logging.getLogger(__name__)
 
@@ -13,13 +13,10 @@ log = logging.getLogger(__name__)
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> int:
     """Create `topic` with `partitions` unless it exists; returns its partition count."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOG})
-    try:
-        existing = admin.list_topics(timeout=timeout).topics.get(topic)
-    except KafkaException as exc:
-        raise BrokerError(f"broker unreachable at {bootstrap} ({exc.args[0].str()})") from None
+    admin, metadata = admin_metadata(bootstrap, timeout)
+    existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
         return len(existing.partitions)
     future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic]

@@ -19,12 +19,11 @@ import logging
 import os
 import secrets
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from include.daemons import Daemon, free_port_block, port_taken
+from include.daemons import DaemonFiles, free_port_block, port_taken
 from include.settings import Settings
 from include.storage.s3 import CREDENTIALS_FILE, S3Config, client, kept_credentials, split_uri
 
@@ -42,26 +41,16 @@ class StorageError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ServerFiles:
+class ServerFiles(DaemonFiles, daemon="the S3 server", log="server.log", pid="server.pid"):
     """Where `lakehouse storage up` keeps the server's files (Layout.s3_server)."""
-
-    home: Path
 
     @property
     def data(self) -> Path:
         return self.home / "data"
 
     @property
-    def log(self) -> Path:
-        return self.home / "server.log"
-
-    @property
     def credentials(self) -> Path:
         return self.home / CREDENTIALS_FILE
-
-    @property
-    def daemon(self) -> Daemon:
-        return Daemon("the S3 server", self.home / "server.pid", self.log)
 
 
 def host_port(endpoint: str) -> tuple[str, int]:
@@ -158,30 +147,20 @@ def up(settings: Settings) -> tuple[bool, str]:
                                "or set LAKEHOUSE_S3_ENDPOINT to another port")
     files.data.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
-    process = files.daemon.start(command(files, host, port, [bucket] if bucket else []), env=env, cwd=files.home)
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise StorageError(f"the S3 server exited at start (code {process.returncode}): "
-                               f"{files.daemon.last_error()}; log: {files.log}")
-        if answers(config):
-            if bucket:
-                ensure_bucket(config, bucket)
-            return True, (f"S3 server up at {endpoint} (pid {process.pid}; data {files.data}; log {files.log}"
-                          + (f"; bucket {bucket}" if bucket else "") + ")")
-        time.sleep(0.2)
-    files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    raise StorageError(f"the S3 server did not answer at {endpoint} within {START_TIMEOUT_SECONDS:.0f} s; "
-                       f"log: {files.log}")
+    process = files.daemon.start_and_wait(
+        command(files, host, port, [bucket] if bucket else []), lambda: answers(config), StorageError,
+        what="the S3 server", where=f" at {endpoint}", timeout=START_TIMEOUT_SECONDS,
+        stop_timeout=STOP_TIMEOUT_SECONDS, poll=0.2, env=env, cwd=files.home)
+    if bucket:
+        ensure_bucket(config, bucket)
+    return True, (f"S3 server up at {endpoint} (pid {process.pid}; data {files.data}; log {files.log}"
+                  + (f"; bucket {bucket}" if bucket else "") + ")")
 
 
 def down(settings: Settings) -> str:
     """Stop the server `up` started (SIGTERM), waiting until it has exited."""
-    files = ServerFiles(settings.layout.s3_server)
-    pid = files.daemon.stop(STOP_TIMEOUT_SECONDS)
-    if pid is None:
-        return f"no S3 server started by `lakehouse storage up` runs (pid file {files.daemon.pid_file})"
-    return f"S3 server stopped (pid {pid})"
+    return ServerFiles(settings.layout.s3_server).daemon.stop_saying(
+        "S3 server stopped", "no S3 server started by `lakehouse storage up` runs", STOP_TIMEOUT_SECONDS)
 
 
 def status(settings: Settings) -> dict:
