@@ -9,20 +9,20 @@ import sys
 from include.catalog import metastore, sql_endpoint
 from include.catalog.query import QueryError, render, run_query
 from include.cli.command import command, print_status
+from include.cli.server_commands import run_server_command, server_subcommands
 from include.registry import load_registry
 from include.settings import Settings
 from include.spark_session import get_spark
 
 
 def _catalog_arguments(catalog: argparse.ArgumentParser) -> None:
-    catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True)
-    catalog_sub.add_parser("up", help="start it in the background (Derby under <local>/_catalog/), wait until it answers")
-    catalog_sub.add_parser("down", help="stop the metastore `catalog up` started")
-    catalog_sub.add_parser("serve", help="run the metastore in the foreground (a container's command)")
-    catalog_sub.add_parser("sync", help="register or correct every table of the registry and the operational ones "
-                                        "(idempotent; prints what it changed; never drops a table)")
-    catalog_status = catalog_sub.add_parser("status", help="its URI, whether it answers, its backend and databases")
-    catalog_status.add_argument("--json", action="store_true", help="as JSON")
+    server_subcommands(catalog, "catalog", up="start it in the background (Derby under <local>/_catalog/), wait until "
+                                              "it answers",
+                       down="stop the metastore `catalog up` started",
+                       more={"serve": "run the metastore in the foreground (a container's command)",
+                             "sync": "register or correct every table of the registry and the operational ones "
+                                     "(idempotent; prints what it changed; never drops a table)"},
+                       status="its URI, whether it answers, its backend and databases")
 
 
 @command("catalog", "the catalog of the lakehouse's tables: a Hive metastore (LAKEHOUSE_METASTORE_URI)",
@@ -70,33 +70,24 @@ def catalog_sync(settings: Settings) -> int:
 
 
 def _sql_arguments(sql: argparse.ArgumentParser) -> None:
-    sql_sub = sql.add_subparsers(dest="sql_command", required=True)
-    sql_sub.add_parser("up", help="start it in the background (the catalog must answer), wait until it answers; "
-                                  "prints its JDBC URL, user and password")
-    sql_sub.add_parser("down", help="stop the endpoint `sql up` started")
-    sql_status = sql_sub.add_parser("status", help="its JDBC URL, whether it answers, its user")
-    sql_status.add_argument("--json", action="store_true", help="as JSON")
+    server_subcommands(sql, "sql", up="start it in the background (the catalog must answer), wait until it answers; "
+                                      "prints its JDBC URL, user and password",
+                       down="stop the endpoint `sql up` started", status="its JDBC URL, whether it answers, its user")
 
 
 @command("sql", "the SQL endpoint over the catalog: Spark's Thrift server (JDBC, LAKEHOUSE_SQL_PORT), read-only, "
                 "behind a login", _sql_arguments, needs_root=False, reports=True)
 def sql(settings: Settings, args: argparse.Namespace) -> int:
-    try:
-        if args.sql_command == "up":
-            _, message = sql_endpoint.up(settings)
-            sys.stderr.write(message + "\n")
-            sys.stdout.write(f"{sql_endpoint.jdbc_url(settings)}\nuser: {settings.sql_user}\n"
-                             f"password: {sql_endpoint.password(settings)}\n")
-            return 0
-        if args.sql_command == "down":
-            sys.stdout.write(sql_endpoint.down(settings) + "\n")
-            return 0
-    except sql_endpoint.EndpointError as exc:
-        sys.stderr.write(f"lakehouse sql {args.sql_command}: {exc}\n")
-        return 1
-    info = sql_endpoint.status(settings)
-    return print_status(info, args.json, f"SQL endpoint {info['jdbc_url']}: "
-                                         f"{'answers' if info['up'] else 'does not answer'} (user {info['user']})")
+    def status() -> int:
+        info = sql_endpoint.status(settings)
+        return print_status(info, args.json, f"SQL endpoint {info['jdbc_url']}: "
+                                             f"{'answers' if info['up'] else 'does not answer'} (user {info['user']})")
+
+    return run_server_command(
+        "sql", args.sql_command, sql_endpoint.EndpointError, up=lambda: sql_endpoint.up(settings),
+        printed=lambda: f"{sql_endpoint.jdbc_url(settings)}\nuser: {settings.sql_user}\n"
+                        f"password: {sql_endpoint.password(settings)}",
+        down=lambda: sql_endpoint.down(settings), status=status)
 
 
 def _query_arguments(query: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ import sys
 
 from include import arguments
 from include.cli.command import command, print_status
+from include.cli.server_commands import run_server_command, server_subcommands
 from include.cluster import manager
 from include.cluster.postgres import ClusterError
 from include.kafka import broker
@@ -18,66 +19,51 @@ from include.settings import Settings, load_settings
 
 
 def _kafka_arguments(kafka: argparse.ArgumentParser) -> None:
-    kafka_sub = kafka.add_subparsers(dest="kafka_command", required=True)
-    kafka_sub.add_parser("up", help="format its data directory once, start it in the background, wait until it answers")
-    kafka_sub.add_parser("down", help="stop the broker `kafka up` started")
-    kafka_sub.add_parser("status", help="whether a broker answers, and its topics with their partitions")
+    server_subcommands(kafka, "kafka", up="format its data directory once, start it in the background, wait until it "
+                                          "answers",
+                       down="stop the broker `kafka up` started",
+                       status="whether a broker answers, and its topics with their partitions", status_json=False)
 
 
 @command("kafka", "the Kafka broker of the Kafka sources (LAKEHOUSE_KAFKA_BOOTSTRAP)", _kafka_arguments,
          needs_root=False, reports=True)
 def kafka(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap = bootstrap_servers(settings)
-    try:
-        if args.kafka_command == "up":
-            _, message = broker.up(settings, bootstrap)
-            sys.stderr.write(message + "\n")
-            sys.stdout.write(bootstrap + "\n")
-            return 0
-        if args.kafka_command == "down":
-            sys.stdout.write(broker.down(settings) + "\n")
-            return 0
+
+    def status() -> int:
         topics = broker.list_topics(bootstrap)
-    except broker.BrokerError as exc:
-        sys.stderr.write(f"lakehouse kafka {args.kafka_command}: {exc}\n")
-        return 1
-    lines = [f"Kafka broker answers at {bootstrap}: {len(topics)} topic(s)"]
-    lines += [f"  {t.name}: {t.partitions} partition(s)" for t in topics]
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
+        lines = [f"Kafka broker answers at {bootstrap}: {len(topics)} topic(s)"]
+        sys.stdout.write("\n".join(lines + [f"  {t.name}: {t.partitions} partition(s)" for t in topics]) + "\n")
+        return 0
+
+    return run_server_command("kafka", args.kafka_command, broker.BrokerError, up=lambda: broker.up(settings, bootstrap),
+                              printed=lambda: bootstrap, down=lambda: broker.down(settings), status=status)
 
 
 def _storage_arguments(storage: argparse.ArgumentParser) -> None:
-    storage_sub = storage.add_subparsers(dest="storage_command", required=True)
-    storage_sub.add_parser("up", help="start it in the background (data under <local>/_s3/), create LAKEHOUSE_ROOT's "
-                                      "bucket, wait until it answers")
-    storage_sub.add_parser("down", help="stop the server `storage up` started")
-    storage_status = storage_sub.add_parser("status", help="its endpoint, the root, whether it answers, the credentials")
-    storage_status.add_argument("--json", action="store_true", help="as JSON")
+    server_subcommands(storage, "storage", up="start it in the background (data under <local>/_s3/), create "
+                                              "LAKEHOUSE_ROOT's bucket, wait until it answers",
+                       down="stop the server `storage up` started",
+                       status="its endpoint, the root, whether it answers, the credentials")
 
 
 @command("storage", "the S3 server of a lakehouse on S3 (LAKEHOUSE_S3_ENDPOINT): SeaweedFS", _storage_arguments,
          needs_root=False, reports=True)
 def storage(settings: Settings, args: argparse.Namespace) -> int:
-    try:
-        if args.storage_command == "up":
-            _, message = server.up(settings)
-            sys.stderr.write(message + "\n")
-            info = server.status(load_settings())  # with the credentials `up` may just have made
-            sys.stdout.write(f"{info['endpoint']}\naccess key id: {info['access_key_id']}\n"
-                             f"secret access key: {info['secret_access_key']}\n")
-            return 0
-        if args.storage_command == "down":
-            sys.stdout.write(server.down(settings) + "\n")
-            return 0
-    except server.StorageError as exc:
-        sys.stderr.write(f"lakehouse storage {args.storage_command}: {exc}\n")
-        return 1
-    info = server.status(settings)
-    return print_status(info, args.json,
-                        f"S3 server at {info['endpoint']}: {'answers' if info['up'] else 'does not answer'}\n"
-                        f"lakehouse root: {info['root']}\naccess key id: {info['access_key_id'] or '-'}\n"
-                        f"data (a server `storage up` started here): {info['data']}")
+    def credentials() -> str:
+        info = server.status(load_settings())  # with the credentials `up` may just have made
+        return (f"{info['endpoint']}\naccess key id: {info['access_key_id']}\n"
+                f"secret access key: {info['secret_access_key']}")
+
+    def status() -> int:
+        info = server.status(settings)
+        return print_status(info, args.json,
+                            f"S3 server at {info['endpoint']}: {'answers' if info['up'] else 'does not answer'}\n"
+                            f"lakehouse root: {info['root']}\naccess key id: {info['access_key_id'] or '-'}\n"
+                            f"data (a server `storage up` started here): {info['data']}")
+
+    return run_server_command("storage", args.storage_command, server.StorageError, up=lambda: server.up(settings),
+                              printed=credentials, down=lambda: server.down(settings), status=status)
 
 
 def _cluster_arguments(cluster: argparse.ArgumentParser) -> None:
