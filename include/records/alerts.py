@@ -5,21 +5,16 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from include.records import ops_tables
 from include.settings import Settings
-from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
 ALERTS_TABLE = "alerts"
-ALERT_SCHEMA: dict[str, str] = {
-    "raised_at": "timestamp",
-    "job": "string",
-    "dag_id": "string",
-    "task_id": "string",
-    "run_id": "string",
-    "severity": "string",
-    "reason": "string",
-}
+ALERT_SCHEMA: dict[str, str] = {"raised_at": "timestamp", "job": "string", "dag_id": "string", "task_id": "string",
+                                "run_id": "string", "severity": "string", "reason": "string"}
+
+
 def record_alert(
     settings: Settings,
     job: str,
@@ -37,4 +32,4 @@ def record_alert(
         "raised_at": datetime.now(UTC), "job": job, "dag_id": dag_id, "task_id": task_id,
         "run_id": run_id, "severity": severity, "reason": reason,
     }
-    delta_store.append_rows(settings.layout.ops_table(ALERTS_TABLE), ALERT_SCHEMA, [row])
+    ops_tables.append(settings, ALERTS_TABLE, ALERT_SCHEMA, [row])

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 import pyarrow.compute as pc
 
+from include.records import ops_tables
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -36,8 +37,7 @@ def record(settings: Settings, job_id: str, app_id: str, batch_id: int, versions
     run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID", "")
     rows = [{"job": job_id, "app_id": app_id, "batch_id": batch_id, "table": table, "version": version,
              "airflow_run_id": run_id, "recorded_at": now} for table, version in versions.items()]
-    if rows:
-        delta_store.append_rows(settings.layout.ops_table(LEDGER_TABLE), LEDGER_SCHEMA, rows)
+    ops_tables.append(settings, LEDGER_TABLE, LEDGER_SCHEMA, rows)
 
 
 def recorded(settings: Settings, job_id: str, app_id: str, batch_id: int) -> bool:

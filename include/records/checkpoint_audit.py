@@ -6,6 +6,7 @@ import getpass
 import os
 from datetime import UTC, datetime
 
+from include.records import ops_tables
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -46,8 +47,7 @@ def unapplied_row(actor: str, job: str, mode: str, dry_run: bool, outcome: str, 
 
 
 def record(settings: Settings, rows: list[dict]) -> None:
-    if rows:
-        delta_store.append_rows(settings.layout.ops_table(AUDIT_TABLE), AUDIT_SCHEMA, rows)
+    ops_tables.append(settings, AUDIT_TABLE, AUDIT_SCHEMA, rows)
 
 
 def outcomes(settings: Settings, include_progress: bool = False) -> list[dict]:

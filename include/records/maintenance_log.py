@@ -8,17 +8,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from include.records import ops_tables
 from include.settings import Settings
-from include.storage import delta as delta_store
 
 log = logging.getLogger(__name__)
 
 MAINTENANCE_TABLE = "maintenance"
 MAINTENANCE_SCHEMA: dict[str, str] = {
-    "ran_at": "timestamp",
-    "run_id": "string",
-    "table": "string",
-    "job": "string",
+    "ran_at": "timestamp", "run_id": "string", "table": "string", "job": "string",
     "operation": "string",  # optimize | vacuum | retention | log cleanup
     "outcome": "string",  # done | skipped | failed
     "detail": "string",
@@ -31,8 +28,7 @@ MAINTENANCE_SCHEMA: dict[str, str] = {
 
 
 def record(settings: Settings, rows: list[dict]) -> None:
-    if rows:
-        delta_store.append_rows(settings.layout.ops_table(MAINTENANCE_TABLE), MAINTENANCE_SCHEMA, rows)
+    ops_tables.append(settings, MAINTENANCE_TABLE, MAINTENANCE_SCHEMA, rows)
 
 
 def row(base: dict, operation: str, outcome: str, detail: str, **fields) -> dict:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from include.records import ops_tables
 from include.registry.checks import BLOCKING
 from include.settings import Settings
 from include.storage import delta as delta_store
@@ -137,9 +138,7 @@ def last_validated_version(settings: Settings, table: str) -> int | None:
 
 def record(settings: Settings, run_id: str, validated_at: datetime, results: Sequence[CheckResult]) -> None:
     """Append the results of one table's validation (one Delta commit)."""
-    if not results:
-        return
-    delta_store.append_rows(settings.layout.ops_table(RESULTS_TABLE), RESULTS_SCHEMA, [
+    ops_tables.append(settings, RESULTS_TABLE, RESULTS_SCHEMA, [
         {"run_id": run_id, "validated_at": validated_at, "table": r.table, "version_from": r.version_from,
          "version_to": r.version_to, "expectation": r.expectation, "severity": r.severity, "success": r.success,
          "observed_value": r.observed_value, "engine": r.engine, "rows_validated": r.rows_validated}
