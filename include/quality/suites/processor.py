@@ -27,6 +27,11 @@ class ProcessorTable(TableSpec):
         raise NotImplementedError
 
     @property
+    def freshness_column(self) -> str:
+        """The end of a row's span (alert_time, session_end): its latest value is the table's freshness."""
+        return self.end_column
+
+    @property
     def overlap_metric(self) -> str:
         return f"overlapping_{self.noun}s"
 
@@ -89,10 +94,6 @@ class AlertTable(ProcessorTable):
         return ("alert_type", "entity", "alert_time")
 
     @property
-    def freshness_column(self) -> str:
-        return "alert_time"
-
-    @property
     def row_columns(self) -> tuple[str, ...]:
         return ("alert_type", "entity", "alert_time", "window_start", "event_count")
 
@@ -146,10 +147,6 @@ class SessionSummaryTable(ProcessorTable):
     @property
     def unique_key(self) -> tuple[str, ...]:
         return (*self.keys, "session_start")
-
-    @property
-    def freshness_column(self) -> str:
-        return "session_end"
 
     @property
     def row_columns(self) -> tuple[str, ...]:
