@@ -23,6 +23,7 @@ import html
 import json
 import mimetypes
 import re
+from collections.abc import Callable
 from urllib.parse import unquote
 
 from airflow.api_fastapi.core_api.security import get_user
@@ -96,34 +97,31 @@ def with_backlink(page: str, task: str | None) -> str:
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + bar, page, count=1)
 
 
-def health_report_app() -> FastAPI:
-    """The pipeline-health report (include/ops/health_report.py): its page and charts, behind Airflow's login."""
-    app = FastAPI(title="Lakehouse pipeline health", dependencies=[Depends(get_user)])
+def folder_app(title: str, folder: Callable[[], StoragePath], missing: str) -> FastAPI:
+    """The files of `folder()` (asked at each request), behind Airflow's login; a 404 says `missing`."""
+    app = FastAPI(title=title, dependencies=[Depends(get_user)])
 
     @app.get("/{requested:path}")
     def serve(requested: str) -> Response:
-        path = safe_file(load_settings().layout.health_report, requested)
+        path = safe_file(folder(), requested)
         if path is None:
-            raise HTTPException(status_code=404, detail="not found (the health report is built by the backfill and "
-                                                        "live DAGs' health_report task)")
+            raise HTTPException(status_code=404, detail=missing)
         return file_response(path)
 
     return app
+
+
+def health_report_app() -> FastAPI:
+    """The pipeline-health report (include/ops/health_report.py): its page and charts, behind Airflow's login."""
+    return folder_app("Lakehouse pipeline health", lambda: load_settings().layout.health_report,
+                      "not found (the health report is built by the backfill and live DAGs' health_report task)")
 
 
 def docs_site_app() -> FastAPI:
     """The documentation site `make docs` builds (docs/, mkdocs.yml), behind Airflow's login."""
-    app = FastAPI(title="Lakehouse documentation", dependencies=[Depends(get_user)])
-
-    @app.get("/{requested:path}")
-    def serve(requested: str) -> Response:
-        path = safe_file(LocalPath(DOCS_SITE), requested)
-        if path is None:
-            raise HTTPException(status_code=404, detail="not found (the documentation is built by `make docs`, and by "
-                                                        "`make airflow` before it starts Airflow)")
-        return file_response(path)
-
-    return app
+    return folder_app("Lakehouse documentation", lambda: LocalPath(DOCS_SITE),
+                      "not found (the documentation is built by `make docs`, and by `make airflow` before it starts "
+                      "Airflow)")
 
 
 def data_docs_app() -> FastAPI:
