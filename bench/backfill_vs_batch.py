@@ -14,18 +14,16 @@ loading, JIT) for the others.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, good_rows, warm_up  # noqa: E402
+from bench.common import good_rows, options, start, time_after_warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Registry, Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -111,22 +109,16 @@ def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=10)
+    parser = options(__doc__, events=1_000_000, files=10)
     parser.add_argument("--state-provider", choices=("rocksdb", "hdfs"),
                         help="the streaming jobs' state store (default: the registry's)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    args, work = start(parser, "lakehouse-bench-")
     base = load_settings()
     registry = load_registry(base.registry_path)
     if args.state_provider:
         registry = with_state_provider(registry, args.state_provider)
     spark = get_spark(base, app_name="lakehouse-bench")
-    warm_up(spark, work)
-    compare(spark, base, registry, work / "warm_up", events=20_000, files=2)
-    finish(spark, work, compare(spark, base, registry, work / "timed", args.events, args.files))
+    time_after_warm_up(spark, work, partial(compare, spark, base, registry), args.events, args.files)
 
 
 if __name__ == "__main__":

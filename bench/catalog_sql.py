@@ -22,7 +22,6 @@ Prints one JSON document (the figures, the differences, a verdict per goal).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.common import options  # noqa: E402
 from include.catalog.tables import NamedTable, register  # noqa: E402
 from include.daemons import free_port_block  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
@@ -131,12 +131,7 @@ def sync_many(settings, count: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--files", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--tables", type=int, default=100)
-    args = parser.parse_args()
+    args = options(__doc__, events=200_000, files=4, repeat=5, tables=100).parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="lakehouse-bench-catalog-"))
     root = scratch / "lakehouse"

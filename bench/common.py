@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+
+def options(doc: str | None, **defaults: int) -> argparse.ArgumentParser:
+    """A benchmark's command line (described by its docstring's first line): a whole-number option per default,
+    in order (`files=10`: `--files`, 10)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    return parser
 
 
 def warm_up(spark, work: Path) -> None:
@@ -24,6 +37,21 @@ def good_rows(stream, job):
     if job.sink.quarantine_table:
         stream = stream.observe("lines", F.count(F.lit(1))).where(F.col(QUARANTINE_REASON).isNull())
     return stream.select(*job.output_schema)
+
+
+def start(parser: argparse.ArgumentParser, prefix: str) -> tuple[argparse.Namespace, Path]:
+    """The parsed command line, log lines from WARNING up, and a new scratch directory named from `prefix`."""
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    return args, Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def time_after_warm_up(spark, work: Path, compare: Callable[[Path, int, int], dict], events: int, files: int) -> None:
+    """Load Spark's classes and run `compare` (a directory, events, files) once small, then print its result with
+    `events` in `files` (:func:`finish`)."""
+    warm_up(spark, work)
+    compare(work / "warm_up", 20_000, 2)
+    finish(spark, work, compare(work / "timed", events, files))
 
 
 def finish(spark, work: Path, result: dict) -> None:

@@ -10,18 +10,16 @@ on a small input first, untimed, so that none pays the JVM's first-use costs for
 
 from __future__ import annotations
 
-import argparse
-import logging
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, good_rows, warm_up  # noqa: E402
+from bench.common import good_rows, options, start, time_after_warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -78,18 +76,11 @@ def compare(spark, base, registry, root: Path, events: int, files: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=20)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    args, work = start(options(__doc__, events=1_000_000, files=20), "lakehouse-bench-")
     base = load_settings()
     registry = load_registry(base.registry_path)
     spark = get_spark(base, app_name="lakehouse-bench")
-    warm_up(spark, work)
-    compare(spark, base, registry, work / "warm_up", events=20_000, files=2)
-    finish(spark, work, compare(spark, base, registry, work / "timed", args.events, args.files))
+    time_after_warm_up(spark, work, partial(compare, spark, base, registry), args.events, args.files)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,7 @@ clickstream source is the topic. Reports seconds per job and input, and the rows
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +19,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, warm_up  # noqa: E402
+from bench.common import finish, options, start, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, generate, write_landing  # noqa: E402
 from include.kafka import broker  # noqa: E402
 from include.kafka.broker import free_port_pair  # noqa: E402
@@ -56,12 +53,7 @@ def backfill(spark, settings, registry) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=6)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    work = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    args, work = start(options(__doc__, events=1_000_000, partitions=6), "bench-kafka-")
     base = load_settings()
     raw = yaml.safe_load(base.registry_path.read_text())
     bootstrap = f"127.0.0.1:{free_port_pair()}"

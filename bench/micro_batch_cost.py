@@ -14,7 +14,6 @@ append through `append_batch` (`project_append`): the same commit, without that 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, warm_up  # noqa: E402
+from bench.common import finish, options, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.records.query_progress import PROGRESS_TABLE  # noqa: E402
 from include.registry import Trigger, load_registry  # noqa: E402
@@ -83,10 +82,7 @@ def lineage_batches(spark, settings, registry, files: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--writes", type=int, default=12)
-    parser.add_argument("--files", type=int, default=12)
-    args = parser.parse_args()
+    args = options(__doc__, writes=12, files=12).parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-micro-batch-"))
     raw = yaml.safe_load(load_settings().registry_path.read_text())
     raw["jobs"] = {j: {k: v for k, v in raw["jobs"][j].items() if k != "group"} for j in LINEAGE}

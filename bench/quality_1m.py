@@ -9,7 +9,6 @@ engine, below the Spark threshold), then of an incremental run after one more co
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import shutil
@@ -25,6 +24,7 @@ from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import options  # noqa: E402
 from include.quality import run_quality  # noqa: E402
 from include.registry import load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -34,10 +34,7 @@ START = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--users", type=int, default=10_000)
-    parser.add_argument("--windows", type=int, default=100)
-    args = parser.parse_args()
+    args = options(__doc__, users=10_000, windows=100).parse_args()
     logging.basicConfig(level=logging.WARNING)
     settings = replace(load_settings(), root=Path(tempfile.mkdtemp(prefix="lakehouse-dq-bench-")))
     registry = load_registry(settings.registry_path)

@@ -8,12 +8,9 @@ neither pays for loading classes). The state store commits as the registry says 
 
 from __future__ import annotations
 
-import argparse
 import copy
-import logging
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +19,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish  # noqa: E402
+from bench.common import finish, options, start  # noqa: E402
 from include.checkpoints.request import CheckpointRequest  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import Trigger, build_registry  # noqa: E402
@@ -37,12 +34,7 @@ JOB = "gold_user_activity_5m"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=10)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    work = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    args, work = start(options(__doc__, events=1_000_000, files=10), "lakehouse-bench-")
     base = load_settings()
     raw = yaml.safe_load(base.registry_path.read_text())
     registry = build_registry(raw)

@@ -9,7 +9,6 @@ Why: `_rescued` parses every line a second time (into a map of variants); this s
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import finish, good_rows, warm_up  # noqa: E402
+from bench.common import finish, good_rows, options, warm_up  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.registry import RESCUED_COLUMN, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -47,10 +46,7 @@ def timed(frame, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=300_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = options(__doc__, lines=300_000, repeats=3).parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-rescued-"))
     settings = replace(load_settings(), root=work / "lakehouse")
     spark = get_spark(settings, app_name="bench-rescued")

@@ -20,7 +20,6 @@ Prints one JSON document (the figures, the ratios, a verdict per goal).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.common import options  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.objectstore import server  # noqa: E402
 from include.objectstore.server import free_port  # noqa: E402
@@ -69,11 +69,7 @@ def live(root: str, env: dict, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=10)
-    parser.add_argument("--rate", type=int, default=2000)
-    parser.add_argument("--seconds", type=int, default=120)
+    parser = options(__doc__, events=1_000_000, files=10, rate=2000, seconds=120)
     parser.add_argument("--trigger", type=int, default=5,
                         help="bronze's interval, seconds (2 s saturates 2 cores at 2,000 events/s: see docs/benchmarks.md)")
     parser.add_argument("--skip-live", action="store_true", help="the backfill only")
