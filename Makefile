@@ -58,7 +58,7 @@ $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(ST
 	jar cf $@ -C "$(JARS_DIR)/.classes" .
 	rm -rf "$(JARS_DIR)/.classes"
 
-$(JVM_ARCHIVE): $(FUNCTIONS_JAR) $(JARS_STAMP) $(STAMP) include/jvm_archive.py
+$(JVM_ARCHIVE): $(FUNCTIONS_JAR) $(JARS_STAMP) $(STAMP) include/jvm_archive.py spark_jobs/jvm_warm_up.py
 	$(PY) -m include.jvm_archive
 
 $(ASSETS_STAMP): include/airflow/data_docs_assets.py $(STAMP)

@@ -30,7 +30,8 @@ from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
 from spark_jobs.batch_writer import routes  # noqa: E402
-from spark_jobs.streaming_query import configure_session, run_job  # noqa: E402
+from spark_jobs.query_session import configure_session  # noqa: E402
+from spark_jobs.streaming_query import run_job  # noqa: E402
 from spark_jobs.transforms import build_stream, parse_json, window_aggregate  # noqa: E402
 
 JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")

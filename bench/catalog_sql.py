@@ -14,7 +14,7 @@ once (`lakehouse run`: its jobs name their tables), then:
 - Statements: `SELECT count(*)` of gold.user_activity_5m, and a one-day aggregate (events and value per user over
   the first day of the data). Goal: the catalog and the endpoint add at most 1 s to each (median against median).
 - **Sync**: `--tables` small Delta tables (written by delta-rs) registered in a Spark session on the catalog by the
-  code `catalog sync` runs (include/catalog/tables.py: register): the first pass registers each, the second finds
+  code `catalog sync` runs (include/catalog_client/tables.py: register): the first pass registers each, the second finds
   every one right and changes nothing.
 
 Prints one JSON document (the figures, the differences, a verdict per goal).
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.common import options  # noqa: E402
-from include.catalog.tables import NamedTable, register  # noqa: E402
+from include.catalog_client.tables import NamedTable, register  # noqa: E402
 from include.daemons import free_port_block  # noqa: E402
 from include.generator import GeneratorConfig, write_landing  # noqa: E402
 from include.settings import load_settings  # noqa: E402

@@ -155,7 +155,7 @@ class Soak:
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=(self.work / f"supervise-{unit}.log").open("ab"))
 
     def kill_group_driver(self, number: int) -> None:
-        from include.ops import groups
+        from include.records import groups
 
         names = [u for u in self.units if len(self.units[u]) > 1] or list(self.units)
         group = names[number % len(names)]

@@ -4,7 +4,7 @@ starts seconds sooner (on 2 cores a small available-now run takes ~8 s instead o
 task, live start and checkpoint action pays.
 
 `make` builds it (`python -m include.jvm_archive`) into the jar cache after the jars: a few small jobs run once
-with `-XX:ArchiveClassesAtExit`, on a local lakehouse and then on one on S3 (an S3 server started for the purpose,
+(spark_jobs/jvm_warm_up.py, in a process of its own) with `-XX:ArchiveClassesAtExit`, on a local lakehouse and then on one on S3 (an S3 server started for the purpose,
 when `weed` is there): Hadoop's S3A and the AWS SDK load thousands of classes at a driver's first S3 request. Drivers use it when it is there (:func:`driver_java_options`); when it does not
 fit the JVM or the classpath (Java or pyspark upgraded), the JVM ignores it, silently: nothing depends on it.
 """
@@ -38,26 +38,7 @@ ARCHIVE_NAME = "spark-driver.jsa"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # an archive that does not fit is not worth a warning per start
 WARM_UP_JOBS = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")
 
-_WARM_UP = """
-import sys
-from dataclasses import replace
-from include.generator import GeneratorConfig, write_landing
-from include.registry import Trigger, load_registry
-from include.settings import load_settings
-from include.spark_session import get_spark
-from spark_jobs.streaming_query import run_job
-
-settings = load_settings()
-registry = load_registry(settings.registry_path)
-spark = get_spark(settings, app_name="lakehouse-jvm-archive")
-s3_root, jobs = sys.argv[1], sys.argv[2:]
-for each in [settings] + ([replace(settings, root=s3_root)] if s3_root != "-" else []):
-    write_landing(each.layout.landing(registry.job(jobs[0]).source.path), "clickstream",
-                  GeneratorConfig(events=300, seed=1, files=2))
-    for job_id in jobs:
-        run_job(spark, each, registry, job_id, Trigger(available_now=True))
-spark.stop()
-"""
+WARM_UP_MODULE = "spark_jobs.jvm_warm_up"  # the run the archive is dumped from (a process of its own)
 
 
 def archive_path(jars_dir: Path) -> Path:
@@ -92,7 +73,7 @@ def build(jars_dir: Path, timeout: float = 600) -> Path:
             if s3 is not None:
                 env |= {**s3.storage_environment(), "LAKEHOUSE_ROOT": env["LAKEHOUSE_ROOT"]}
             s3_root = str(s3.root) if s3 is not None else "-"
-            subprocess.run([sys.executable, "-c", _WARM_UP, s3_root, *WARM_UP_JOBS], env=env, check=True,
+            subprocess.run([sys.executable, "-m", WARM_UP_MODULE, s3_root, *WARM_UP_JOBS], env=env, check=True,
                            timeout=timeout)
         deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after the Python driver
         while _writer_alive(partial) and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from include.catalog.tables import NamedTable, catalog_name, ops_tables, register_or_warn
+from include.catalog_client.tables import NamedTable, catalog_name, ops_tables, register_or_warn
 from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics

@@ -1,7 +1,7 @@
-"""The driver a job process runs in: its SparkSession (started once, when the first job gets past its checks), how
-it stops (SIGTERM / SIGINT stop the queries at a batch boundary; the JVM ignores them), and the checks that refuse a
-job before a JVM is paid for. Shared by a run of jobs one after another (spark_jobs/job_process.py) and a group's
-queries side by side (spark_jobs/group_driver.py)."""
+"""The driver a job process runs in: its SparkSession (started once, when the first job gets past its checks) and
+how it stops (SIGTERM / SIGINT stop the queries at a batch boundary; the JVM ignores them). Shared by a run of jobs
+one after another (spark_jobs/job_process.py) and a group's queries side by side (spark_jobs/group_driver.py).
+Whether a job may start is the one preflight's (include/checkpoints/preflight.py), which every starter calls."""
 
 from __future__ import annotations
 
@@ -10,12 +10,6 @@ import logging
 import signal
 import threading
 
-from include.checkpoints.journal import refuse_if_pending
-from include.checkpoints.plan import PlanRequired, plan_job
-from include.checkpoints.validate import check_job_files
-from include.kafka.broker import BrokerError
-from include.kafka.connection import unreachable_broker
-from include.records import lease
 from include.settings import Settings
 from include.spark_session import get_spark
 
@@ -60,23 +54,3 @@ class SharedDriver:
             shield_jvm_from_stop_signals(self.spark)
             self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
         return self.spark
-
-
-def preflight(settings: Settings, registry, job, shuffle_partitions: int | None = None) -> None:
-    """Refuse a job that cannot run before paying for a JVM (run_job checks each again): a held lease, an unfinished
-    checkpoint action, damaged checkpoint files, a checkpoint of the former Python Delta source (which no plan can
-    resume), its Kafka broker down, a checkpoint plan other than resume."""
-    from spark_jobs.streaming_query import refuse_python_source_checkpoint  # run_one has imported it already
-
-    if lease.is_held(settings, job.id):
-        raise lease.LeaseHeld(lease.describe_holder(job.id, lease.read_lease(settings, job.id)))
-    refuse_if_pending(settings, job.id)
-    check_job_files(settings, job)
-    refuse_python_source_checkpoint(settings, job)
-    down = unreachable_broker(settings, job)
-    if down:
-        raise BrokerError(f"{down}: job {job.id!r} not started (its checkpoint keeps its place)")
-    if shuffle_partitions is None:
-        plan = plan_job(job, registry, settings.layout.checkpoint(job.id), settings=settings)
-        if not plan.startable:
-            raise PlanRequired(plan)

@@ -58,6 +58,29 @@ class RegistryEvolved(RuntimeError):
         self.registry = registry
 
 
+class SchemaRestarts:
+    """One run's restarts for a source's new schema. A schema log that moved on is progress (each of its entries
+    once, up to SCHEMA_LOG_RESTARTS); any other restart notes the last committed batch, and SCHEMA_RESTARTS restarts
+    in a row that committed no batch mean the change is not one the job can read on."""
+
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+        self.log_advances = 0
+        self.committed: list[int | None] = []  # the last committed batch at each restart that was not the log's
+
+    def note(self, changed: SourceSchemaChanged, last_committed: int | None) -> None:
+        """Count one restart; raise RuntimeError when the job cannot read on."""
+        if SCHEMA_LOG_ADVANCED in str(changed) and self.log_advances < SCHEMA_LOG_RESTARTS:
+            self.log_advances += 1
+            return
+        self.committed.append(last_committed)
+        recent = self.committed[-SCHEMA_RESTARTS - 1:]
+        if len(self.committed) > SCHEMA_RESTARTS and len(set(recent)) == 1:
+            raise RuntimeError(f"job {self.job_id!r} failed: a table it reads changed its schema, and {SCHEMA_RESTARTS} "
+                               f"restarts in a row committed no batch: the change is not one the job can read on "
+                               f"(`lakehouse checkpoint plan {self.job_id}`): {changed}") from None
+
+
 def source_schema_changed(error: str, settings: Settings | None = None, job: JobSpec | None = None) -> bool:
     """The query failed on a new schema of a table it reads, or (given the job) on a backfill's commit there: a
     query started again reads on."""

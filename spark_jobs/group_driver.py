@@ -14,21 +14,21 @@ runs any more, or on SIGTERM / SIGINT (every query stops at its batch boundary).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
 
 from include.checkpoints import latest_committed_batch
-from include.ops import groups
-from include.ops.launch import ExitCode, classify_failure
-from include.records import job_requests, lease, run_outcomes
+from include.checkpoints.preflight import preflight
+from include.failures import ExitCode, classify_failure
+from include.records import groups, job_requests, lease, run_outcomes
 from include.records.bookkeeping import read_state
 from include.records.heartbeats import read_heartbeat
 from include.registry import Registry, StatefulProcess, Trigger, load_registry
 from include.settings import Settings
 from include.spark_session import query_session
-from spark_jobs.driver import SharedDriver, preflight
+from spark_jobs.driver import SharedDriver
+from spark_jobs.run_result import python_worker_timed_out
 
 log = logging.getLogger("lakehouse")
 
@@ -48,9 +48,9 @@ def acquire_group(settings: Settings, group: str, trigger: str) -> lease.Lease:
     try:
         return lease.acquire(settings, f"group {group}", trigger=trigger, path=path)
     except lease.LeaseHeld:
-        owner = lease.read_lease(settings, group, path) or {}
-        raise GroupHeld(f"group {group!r} already runs: pid {owner.get('pid')} on {owner.get('host')} holds its "
-                        f"driver lease since {owner.get('acquired_at')}; start one of its jobs with `lakehouse_live`'s "
+        owner = lease.read_lease(settings, group, path) or lease.Owner(group)
+        raise GroupHeld(f"group {group!r} already runs: pid {owner.pid} on {owner.host} holds its "
+                        f"driver lease since {owner.acquired_at}; start one of its jobs with `lakehouse_live`'s "
                         "`start` param (or `lakehouse stop` it)") from None
 
 
@@ -154,7 +154,7 @@ class GroupDriver:
         self.await_lease(job_id, thread)
 
     def run_query(self, job_id: str, spark, registry: Registry) -> None:
-        from spark_jobs.streaming_query import python_worker_timed_out, run_job
+        from spark_jobs.streaming_query import run_job
 
         trigger = self.trigger or registry.job(job_id).triggers["live"]
         pauses = list(WORKER_RETRY_SECONDS)
@@ -192,8 +192,8 @@ class GroupDriver:
         had planned, the last of six began minutes after the first: bench/live_fleet.py)."""
         deadline = time.monotonic() + START_SECONDS
         while thread.is_alive() and time.monotonic() < deadline and not self.driver.stop.is_set():
-            if lease.is_held(self.settings, job_id) and (lease.read_lease(self.settings, job_id) or {}).get(
-                    "pid") == os.getpid():
+            owner = lease.holder(self.settings, job_id)
+            if owner is not None and owner.mine(self.settings.host_name):
                 return
             time.sleep(0.2)
 

@@ -2,7 +2,7 @@
 both DAGs launch (include.ops.launch), and `lakehouse run <job>...`, the same thing in this process. Several jobs
 share one driver, one after another (the backfill DAG's `run_jobs`: one JVM start instead of one per job).
 
-Exit codes: see :class:`include.ops.launch.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
+Exit codes: see :class:`include.failures.ExitCode` (0 done, 1 failed, 2 bad input, 75 refused).
 SIGTERM and SIGINT, to this process or to its whole process group, stop the query at its next batch
 boundary (exit 0); the driver JVM ignores them.
 """
@@ -14,14 +14,15 @@ import logging
 import sys
 
 from include import arguments
+from include.checkpoints.preflight import preflight
+from include.failures import ExitCode, classify_failure, report_failure
 from include.logging_setup import configure_logging
-from include.ops.launch import ExitCode, classify_failure, report_failure
 from include.records import run_outcomes
 from include.registry import load_registry
 from include.settings import Settings, load_settings
 from include.storage.paths import storage_path
 from spark_jobs import batch_hooks
-from spark_jobs.driver import SharedDriver, preflight
+from spark_jobs.driver import SharedDriver
 from spark_jobs.group_driver import run_group
 
 log = logging.getLogger("lakehouse")
@@ -117,11 +118,11 @@ def refuse_a_shared_driver(jobs: list, args: argparse.Namespace) -> None:
 
 
 def run_one(settings: Settings, registry, job, args: argparse.Namespace, driver: SharedDriver) -> run_outcomes.Outcome:
-    """One job in the shared driver, refused before the driver starts when it cannot run (:func:`preflight`)."""
+    """One job in the shared driver, refused before the driver starts when it cannot run (the preflight)."""
     from spark_jobs.streaming_query import run_job
 
     trigger = args.trigger or job.triggers["backfill"]
-    preflight(settings, registry, job, args.shuffle_partitions)
+    preflight(settings, registry, job, shuffle_partitions=args.shuffle_partitions)
     names = args.jobs if len(args.jobs) == 1 else ["jobs"]
     spark = driver.session(f"lakehouse-{'-'.join(names)}")
     result = run_job(spark, settings, registry, job.id, trigger, shuffle_partitions=args.shuffle_partitions,

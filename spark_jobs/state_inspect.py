@@ -19,8 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from include import checkpoints
-from include.checkpoints.state_files import partition_files
-from include.ops.health import skew
+from include.checkpoints.state_files import partition_files, skew
 from include.registry import Registry
 from include.settings import Settings
 from include.storage.paths import StoragePath

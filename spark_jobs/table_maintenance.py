@@ -18,11 +18,11 @@ import uuid
 
 from pyspark.sql import SparkSession
 
-from include.catalog.tables import named_tables, register_or_warn
+from include.catalog_client.tables import named_tables, register_or_warn
+from include.failures import report_failure
 from include.logging_setup import configure_logging
-from include.ops.launch import report_failure
-from include.ops.ops_maintenance import maintain_ops_tables
 from include.records import lease, maintenance_log
+from include.records.ops_maintenance import maintain_ops_tables
 from include.registry import Registry, load_registry
 from include.registry.vocabulary import AUTO_COMPACT
 from include.settings import Settings, load_settings
@@ -54,7 +54,7 @@ def maintain(spark: SparkSession, settings: Settings, registry: Registry, tables
     for table in tables or known:
         rows += _maintain_table(spark, settings, registry, table, run_id)
     maintenance_log.record(settings, rows)
-    if not tables:  # every table: the operational ones too (include/ops/ops_maintenance.py), and their names
+    if not tables:  # every table: the operational ones too (include/records/ops_maintenance.py), and their names
         rows += maintain_ops_tables(settings, run_id)
 
         register_or_warn(spark, settings, named_tables(settings, registry))
@@ -68,11 +68,12 @@ def _maintain_table(spark, settings, registry, table: str, run_id: str) -> list[
     if not is_delta_table(path):
         return [maintenance_log.row(base, op, "skipped", "the table does not exist yet") for op in ("optimize", "vacuum")]
     spec = writer.sink.maintenance
+    upserting = lease.holder(settings, writer.id) if writer.sink.mode == "update" else None
     rows = []
     if not spec.optimize:
         rows.append(maintenance_log.row(base, "optimize", "skipped", "sink.maintenance.optimize is false"))
-    elif writer.sink.mode == "update" and lease.is_held(settings, writer.id):
-        holder = lease.describe_holder(writer.id, lease.read_lease(settings, writer.id))
+    elif upserting is not None:
+        holder = upserting.describe()
         by_writer = writer.sink.properties.get(AUTO_COMPACT) == "true"
         rows.append(maintenance_log.row(base, "optimize", "skipped",
                          f"{holder}; it upserts (MERGE) into this table, which compaction would conflict with: "

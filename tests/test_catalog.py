@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from include.catalog.metastore import MetastoreFiles, hive_site
-from include.catalog.tables import catalog_name, named_tables
+from include.catalog_client.tables import catalog_name, named_tables
 from include.daemons import free_port_block
 from include.settings import Settings, load_settings
 from include.storage import delta as delta_store

@@ -29,8 +29,8 @@ from include.checkpoints import journal as journals
 from include.checkpoints.actions import ActionContext
 from include.checkpoints.plan import PENDING, plan_job
 from include.checkpoints.request import CheckpointRequest
+from include.failures import ExitCode
 from include.generator import DEFAULT_START
-from include.ops.launch import ExitCode
 from include.records import checkpoint_audit, lease
 from include.registry import Trigger
 from include.settings import load_settings

@@ -248,7 +248,7 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
     assert cluster.settings.layout.checkpoint("gold_user_activity_5m").uri.startswith("s3a://")
 
     # by name through the SQL endpoint (JDBC), over the catalog on PostgreSQL that outlived PostgreSQL's restart
-    from include.catalog.tables import catalog_name
+    from include.catalog_client.tables import catalog_name
 
     endpoint = run_cli(["sql", "up"], cluster.env, timeout=400)
     assert endpoint.returncode == 0, endpoint.stderr[-3000:]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from include.ops.launch import ExitCode, job_environment, spark_submit_command
+from include.failures import ExitCode
+from include.ops.launch import job_environment, spark_submit_command
 from include.records import lease
 from include.records.heartbeats import read_heartbeat
 from include.registry import Trigger, build_registry

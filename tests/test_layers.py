@@ -150,3 +150,67 @@ def test_no_name_a_module_imports_is_bound_again_in_it():
             if name in imported:
                 rebound.append(f"{path.relative_to(REPO)}:{node.lineno} binds {name!r}, a name the module imports")
     assert not rebound, "\n".join(rebound)
+
+
+# The control plane: supervision, the Airflow side, the command line, the production topology. The engine runs below
+# it, so that a job process needs none of it and the control plane may start, watch and stop jobs.
+CONTROL_PLANE = ("include.ops", "include.airflow", "include.cli", "include.cluster")
+
+
+def _reached(module: str) -> dict[str, list[str]]:
+    """Every project module `module` reaches through its imports (inside functions too), with one path to each."""
+    paths, todo = {module: [module]}, [module]
+    while todo:
+        current = todo.pop()
+        top, inner = imports(current)
+        for target in sorted(set(top) | {t for _, targets in inner for t in targets}):
+            while target and target not in modules():
+                target = target.rpartition(".")[0]
+            if target and target not in paths:
+                paths[target] = paths[current] + [target]
+                todo.append(target)
+    return paths
+
+
+def test_the_engine_imports_nothing_of_the_control_plane():
+    """spark_jobs reaches no module of include/ops, include/airflow, include/cli or include/cluster, directly or
+    through the library (the process contract, the records and the preflight sit below both)."""
+    crossings = []
+    for module in (m for m in modules() if m.startswith("spark_jobs")):
+        for target, path in _reached(module).items():
+            if any(target == plane or target.startswith(plane + ".") for plane in CONTROL_PLANE):
+                crossings.append(" -> ".join(path))
+                break
+    assert not crossings, "\n".join(crossings)
+
+
+def test_no_program_of_the_product_hides_in_a_string():
+    """Code run from a string (`python -c`, exec) imports where neither the import graph nor these tests see it: a
+    program is a module, started by its name."""
+    hidden = []
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
+                lines = [line.strip() for line in node.value.splitlines()]
+                if any(line.split(" ")[:1] in (["import"], ["from"]) and line.split(" ")[1:2]
+                       and line.split(" ")[1].split(".")[0] in PACKAGES for line in lines):
+                    hidden.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not hidden, hidden
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
+
+
+def test_modules_and_functions_stay_readable():
+    """No product module over 450 lines, no function over 80: a newcomer reads one at a time."""
+    long = []
+    for path in modules().values():
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(REPO)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {size} lines")
+    assert not long, "\n".join(long)

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from include.ops.ops_maintenance import maintain_ops_tables
 from include.records.alerts import ALERTS_TABLE
 from include.records.maintenance_log import MAINTENANCE_TABLE
+from include.records.ops_maintenance import maintain_ops_tables
 from include.records.query_progress import PROGRESS_SCHEMA, PROGRESS_TABLE
 from include.storage import delta as delta_store
 

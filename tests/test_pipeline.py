@@ -146,7 +146,7 @@ def test_new_stream_is_added_by_yaml_alone(spark, settings):
 
 
 def test_registry_shuffle_partitions_cannot_silently_change_a_checkpoint(spark, settings, registry):
-    from spark_jobs.streaming_query import CheckpointConflict
+    from include.checkpoints.preflight import CheckpointConflict
 
     generate(settings, events=300, seed=5, files=2)
     run_job(spark, settings, registry, "bronze_clickstream", AVAILABLE_NOW)

@@ -44,7 +44,7 @@ def test_quality_report_names_each_column_of_a_repeated_check_and_keeps_values_w
 
 
 def test_a_python_worker_start_timeout_says_what_to_do():
-    from spark_jobs.streaming_query import failure_hint
+    from spark_jobs.run_result import failure_hint
 
     error = ("org.apache.spark.SparkException: Job aborted due to stage failure: ... "
              "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat ...")

@@ -213,7 +213,7 @@ def test_two_drivers_race_for_a_lease_and_a_holder_frozen_past_it_commits_nothin
                                  env={**env, "LAKEHOUSE_HOST_NAME": "host-b",
                                       "LAKEHOUSE_LEASE_SECONDS": str(lease_seconds)},
                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: (lease.read_lease(settings, "bronze_clickstream") or {}).get("host") == "host-b", 300,
+        wait_for(lambda: getattr(lease.read_lease(settings, "bronze_clickstream"), "host", None) == "host-b", 300,
                  "the other host to take the lease over")
         gate.touch()
         os.killpg(frozen.pid, signal.SIGCONT)  # while the other host holds the lease

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from include.ops.health import skew
+from include.checkpoints.state_files import skew
 from include.registry import Trigger
 from spark_jobs.state_inspect import inspect_state
 from spark_jobs.streaming_query import run_job

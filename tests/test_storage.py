@@ -88,9 +88,9 @@ def test_a_lease_on_s3_is_taken_once_renewed_released_and_taken_over_after_its_h
     assert lease.is_held(settings, "job_a")
     with pytest.raises(lease.LeaseHeld, match=f"pid {os.getpid()}"):
         lease.acquire(settings, "job_a")
-    expires = lease.read_lease(settings, "job_a")["expires_at"]
+    expires = lease.read_lease(settings, "job_a").expires_at
     held.renew(force=True)
-    assert lease.read_lease(settings, "job_a")["expires_at"] > expires
+    assert lease.read_lease(settings, "job_a").expires_at > expires
     held.check()
     held.release()
     assert not lease.is_held(settings, "job_a") and not settings.layout.lease("job_a").exists()
@@ -111,7 +111,7 @@ def test_a_lease_on_s3_is_taken_once_renewed_released_and_taken_over_after_its_h
     with pytest.raises(lease.LeaseLost):
         theirs.check()
     theirs.release()  # a lost lease is left to its new holder
-    assert lease.read_lease(settings, "job_a")["token"] == mine.token
+    assert lease.read_lease(settings, "job_a").token == mine.token
 
     # A holder paused past its lease (nothing renewed it), taken over meanwhile: its first check says so
     paused = mine
@@ -119,7 +119,7 @@ def test_a_lease_on_s3_is_taken_once_renewed_released_and_taken_over_after_its_h
     newer = lease.acquire(settings, "job_a")
     with pytest.raises(lease.LeaseLost, match="taken over by pid"):
         paused.check()
-    assert lease.read_lease(settings, "job_a")["token"] == newer.token
+    assert lease.read_lease(settings, "job_a").token == newer.token
     newer.release()
 
 
@@ -131,7 +131,7 @@ def test_a_lease_of_a_process_gone_from_this_host_is_taken_at_once(s3_settings):
     path.write_text(json.dumps(owner))  # a SIGKILLed driver's record: its pid no longer runs here
     assert not lease.is_held(settings, "job_b")
     taken = lease.acquire(settings, "job_b")
-    assert lease.read_lease(settings, "job_b")["pid"] == os.getpid()
+    assert lease.read_lease(settings, "job_b").pid == os.getpid()
     taken.release()
 
 

@@ -15,13 +15,14 @@ import pytest
 import yaml
 
 from include import checkpoints
+from include.failures import ExitCode
 from include.ops import health as job_health
 from include.ops import processes, supervisor
-from include.ops.launch import ExitCode
 from include.records import bookkeeping, lease
 from include.records.heartbeats import read_heartbeat, write_heartbeat
 from include.records.query_progress import PROGRESS_SCHEMA
 from include.registry import build_registry
+from include.registry.operations import jvm_memory_bytes
 from include.settings import load_settings
 from include.storage import delta as delta_store
 from tests.support.helpers import generate, landed, run_cli, wait_for
@@ -155,19 +156,20 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
 def test_progress_after_a_restart_resets_the_counter():
     """A batch committed after the last restart, or an idle heartbeat of the process that restart started, is
     progress; a heartbeat of another process, or no batch since, is not."""
+    from include.ops.decision import Bookkeeping, progressed_since_restart
     from include.ops.health import Health
 
     def health(batch: int | None, beat: dict | None = None) -> Health:
         return Health(job=JOB, running=True, pid=7, heartbeat=beat, heartbeat_age_seconds=1.0, last_batch_id=batch)
 
-    restarted = {"restarts": 1, "batch_at_restart": 4, "pid_at_restart": 7}
-    assert supervisor.progressed_since_restart(restarted, health(5))
-    assert not supervisor.progressed_since_restart(restarted, health(4, {"status": "running", "pid": 7}))
-    assert supervisor.progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 7}))
-    assert not supervisor.progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 8}))
-    before_any_batch = {"restarts": 1, "batch_at_restart": -1}
-    assert supervisor.progressed_since_restart(before_any_batch, health(0))
-    assert not supervisor.progressed_since_restart(before_any_batch, health(None, {"status": "idle", "pid": 7}))
+    restarted = Bookkeeping.from_state({"restarts": 1, "batch_at_restart": 4, "pid_at_restart": 7})
+    assert progressed_since_restart(restarted, health(5))
+    assert not progressed_since_restart(restarted, health(4, {"status": "running", "pid": 7}))
+    assert progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 7}))
+    assert not progressed_since_restart(restarted, health(4, {"status": "idle", "pid": 8}))
+    before_any_batch = Bookkeeping.from_state({"restarts": 1, "batch_at_restart": -1})
+    assert progressed_since_restart(before_any_batch, health(0))
+    assert not progressed_since_restart(before_any_batch, health(None, {"status": "idle", "pid": 7}))
 
 
 @pytest.mark.spark
@@ -190,17 +192,17 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     for thread in threads:
         thread.join(timeout=240)
     assert sorted(actions) in (["refused", "started"], ["healthy", "started"]), actions
-    owner = lease.read_lease(settings, JOB)
-    assert lease.is_held(settings, JOB) and job_pids(settings) == [owner["pid"]]
+    owner = lease.holder(settings, JOB)
+    assert owner is not None and job_pids(settings) == [owner.pid]
 
     # A writer started by hand is refused too, and so is an explicit start.
     env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(settings.registry_path)}
     by_hand = run_cli(["run", JOB, "--trigger", LIVE_TRIGGER], env, timeout=120)
     assert by_hand.returncode == ExitCode.REFUSED, by_hand.stderr[-2000:]
-    assert "refusing a second writer" in by_hand.stderr and f"pid {owner['pid']}" in by_hand.stderr
-    with pytest.raises(lease.LeaseHeld, match=f"pid {owner['pid']}"):
+    assert "refusing a second writer" in by_hand.stderr and f"pid {owner.pid}" in by_hand.stderr
+    with pytest.raises(lease.LeaseHeld, match=f"pid {owner.pid}"):
         processes.start_job(settings, registry, JOB)
-    assert job_pids(settings) == [owner["pid"]]
+    assert job_pids(settings) == [owner.pid]
 
     # Idle with nothing to do: the listener's idle events keep the heartbeat fresh, so supervision
     # rounds past the stall limit find the same process healthy (status idle), never stalled.
@@ -211,11 +213,11 @@ def test_one_writer_and_stop_on_request(live, lakehouse_env):
     for _ in range(3):  # about 3 x 12 s: beyond the 25 s stall limit
         time.sleep(12)  # the condition under test is that time passes without data
         assert supervisor.supervise_job(settings, strict, JOB) == "healthy"
-    assert read_heartbeat(settings, JOB)["status"] == "idle" and lease.read_lease(settings, JOB)["pid"] == owner["pid"]
+    assert read_heartbeat(settings, JOB)["status"] == "idle" and lease.read_lease(settings, JOB).pid == owner.pid
     assert not any(a["severity"] == "error" for a in alerts(settings))
 
     # Stop on request: at a batch boundary, exit 0, lease released, and supervision leaves it stopped.
-    group = os.getsid(owner["pid"])
+    group = os.getsid(owner.pid)
     assert processes.stop_job(settings, JOB, "maintenance", wait_seconds=120)
     beat = read_heartbeat(settings, JOB)
     assert beat["status"] == "stopped"
@@ -371,7 +373,7 @@ def test_state_health_thresholds(settings, registry):
     assert job_health.diagnose(job, rows, memory_bytes=1100) == ["state_memory_high"]  # 1000 > 0.8 * 1100
     assert job_health.diagnose(job, rows, partition_keys={0: [5, 3, 400, 2]}) == ["partition_skew"]
     assert job_health.diagnose(job, rows, partition_keys={0: [0, 0, 40, 0]}) == []  # below skew_min_keys
-    assert job_health.memory_bytes("2g") == 2 * 1024**3 and job_health.memory_bytes("512m") == 512 * 1024**2
+    assert jvm_memory_bytes("2g") == 2 * 1024**3 and jvm_memory_bytes("512m") == 512 * 1024**2
 
 
 def test_state_health_thresholds_in_the_registry(raw):

@@ -18,11 +18,11 @@ from include.airflow.docs import data_docs_path, data_docs_url
 from include.airflow.environment import SPARK_POOL
 from include.airflow.tasks import validate_tables
 from include.catalog_client import answers
+from include.failures import ExitCode
 from include.ops.launch import (
     CHECKPOINT_ENTRY,
     MAINTAIN_ENTRY,
     SUBMIT_ENTRY,
-    ExitCode,
     job_submit_kwargs,
     submit_kwargs,
 )
@@ -162,10 +162,10 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         super().on_kill()
 
     def _running_elsewhere(self) -> str:
-        owner = lease.read_lease(self.lakehouse_settings, self.job_id)
-        if owner and owner.get("action"):
-            return f"{lease.describe_holder(self.job_id, owner)}. Skipped: run the backfill again once it ends"
-        return (f"{lease.describe_holder(self.job_id, owner)}. Skipped: that process catches the job up "
+        owner = lease.read_lease(self.lakehouse_settings, self.job_id) or lease.Owner(self.job_id)
+        if owner.action:
+            return f"{owner.describe()}. Skipped: run the backfill again once it ends"
+        return (f"{owner.describe()}. Skipped: that process catches the job up "
                 f"itself (stop it with `lakehouse stop {self.job_id}` to backfill here)")
 
 

@@ -1,3 +1,4 @@
-"""The catalog the product runs: every table by name in a Hive Metastore (:mod:`.metastore`), registered and kept
-true (:mod:`.tables`), the SQL endpoint (:mod:`.sql_endpoint`) and `lakehouse query` (:mod:`.query`). It may import
-the client side (include/catalog_client), Spark sessions, the launch path (include/ops) and everything below them."""
+"""The catalog the product runs, part of the control plane: the Hive Metastore (:mod:`.metastore`), the SQL endpoint
+(:mod:`.sql_endpoint`) and `lakehouse query` (:mod:`.query`). The tables' names and their registration, which every
+job needs, are the client side's (include/catalog_client/tables.py). It may import the client side, Spark sessions,
+the launch path (include/ops) and everything below them."""

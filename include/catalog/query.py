@@ -72,7 +72,7 @@ def endpoint_error(stderr: str) -> str:
 
 def in_local_session(settings: Settings, statement: str) -> QueryResult:
     """The statement in this process's Spark session on the catalog, read-only."""
-    from include.catalog.tables import on_catalog
+    from include.catalog_client.tables import on_catalog
 
     spark = get_spark(settings, app_name="lakehouse-query", read_only=True)
     if not on_catalog(spark):

@@ -1,6 +1,7 @@
 """The catalog as a client sees it, below everything that builds a Spark session: whether a metastore answers (one
-Thrift call, :mod:`.thrift`, no Thrift library) and the confs of a session on it. The metastore the product runs,
-and the tables' names, are include/catalog, above."""
+Thrift call, :mod:`.thrift`, no Thrift library), the confs of a session on it, and every table's name and its
+registration (:mod:`.tables`, which each job does as it starts). The metastore the product runs is include/catalog,
+above."""
 
 from __future__ import annotations
 

@@ -76,8 +76,8 @@ def _table_now(settings: Settings, table: str) -> TableNow:
 
 
 def _runs_now(settings: Settings, job_id: str) -> bool:
-    holder = lease.read_lease(settings, job_id)
-    return lease.is_held(settings, job_id) and not (holder or {}).get("action")
+    owner = lease.holder(settings, job_id)
+    return owner is not None and not owner.action
 
 
 def render_markdown(request: CheckpointRequest, previews: list[JobPreview]) -> str:

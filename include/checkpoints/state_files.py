@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import statistics
 import zipfile
 from dataclasses import dataclass
 
@@ -56,3 +57,10 @@ def operator_partitions(checkpoint: StoragePath, version: int) -> dict[int, list
         partitions = max((int(p.name) for p in operator.iterdir() if p.name.isdigit()), default=-1)
         operators[int(operator.name)] = [partition_files(operator / str(p), version) for p in range(partitions + 1)]
     return operators
+
+
+def skew(keys_per_partition: list[int]) -> float:
+    """Max / median keys per partition (the median floored at 1, so that mostly empty partitions still rank)."""
+    if not keys_per_partition:
+        return 0.0
+    return round(max(keys_per_partition) / max(statistics.median(keys_per_partition), 1), 2)

@@ -24,8 +24,8 @@ from include.cli.catalog import catalog_sync
 from include.cli.command import Command
 from include.cli.demo import broker_for_demo, catalog_for_demo, demo_through_airflow, run_demo, store_for_demo
 from include.cli.generate import generate_into
+from include.failures import report_failure
 from include.logging_setup import configure_logging
-from include.ops.launch import report_failure
 from include.settings import load_settings
 
 __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_for_demo", "catalog_sync",

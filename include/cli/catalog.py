@@ -52,7 +52,7 @@ def catalog(settings: Settings, args: argparse.Namespace) -> int:
 def catalog_sync(settings: Settings) -> int:
     """`lakehouse catalog sync`: every table by name, through a Spark session on the catalog (none started while no
     table exists yet)."""
-    from include.catalog.tables import is_delta_table, named_tables, on_catalog, register
+    from include.catalog_client.tables import is_delta_table, named_tables, on_catalog, register
 
     tables = named_tables(settings, load_registry(settings.registry_path))
     if not any(is_delta_table(t.location) for t in tables):

@@ -45,8 +45,8 @@ def stop(settings: Settings, args: argparse.Namespace) -> int:
     if bool(args.all) == bool(args.job):
         raise ValueError("name one job, or --all" if not args.all else "name one job or --all, not both")
     if args.all:
-        running = [j for j in registry.order if lease.is_held(settings, j)
-                   and not (lease.read_lease(settings, j) or {}).get("action")]  # an action ends by itself
+        holders = {j: lease.holder(settings, j) for j in registry.order}
+        running = [j for j, owner in holders.items() if owner is not None and not owner.action]  # actions end alone
         left = stop_jobs(settings, running, args.reason, wait_seconds=args.wait)
         for job_id in running:
             sys.stdout.write(f"{job_id}: {'stop requested' if job_id in left else 'stopped'}\n")

@@ -12,8 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from include.ops import groups
-from include.records import lease
+from include.records import groups, lease
 from include.registry import Registry, Trigger
 from include.settings import Settings
 
@@ -34,10 +33,10 @@ def live_drivers(settings: Settings, registry: Registry) -> dict[str, int | None
         if unit not in registry.jobs:
             if groups.running(settings, unit):
                 running[unit] = groups.driver_pid(settings, unit)
-        elif lease.is_held(settings, unit):
-            owner = lease.read_lease(settings, unit) or {}
-            if Trigger.names_live(str(owner.get("trigger", ""))):
-                running[unit] = owner.get("pid")
+        else:
+            owner = lease.holder(settings, unit)
+            if owner is not None and Trigger.names_live(owner.trigger):
+                running[unit] = owner.pid
     return running
 
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from include import checkpoints
-from include.checkpoints.state_files import operator_partitions
+from include.checkpoints.state_files import operator_partitions, skew
 from include.records import lease
 from include.records.heartbeats import read_heartbeat
 from include.records.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry
+from include.registry.operations import jvm_memory_bytes
 from include.settings import Settings
 from include.storage import delta as delta_store
 
@@ -137,9 +138,9 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     """
     job = registry.job(job_id)
     now = time.time() if now is None else now
-    running = lease.is_held(settings, job_id)
-    owner = lease.read_lease(settings, job_id) if running else None
-    pid = owner.get("pid") if owner else None
+    owner = lease.holder(settings, job_id)
+    running = owner is not None
+    pid = owner.pid if owner else None
     beat = read_heartbeat(settings, job_id)
     updated = _epoch(beat.get("updated_at")) if beat else None
     query_id = (beat or {}).get("query_id") or checkpoints.query_id(settings.layout.checkpoint(job_id))
@@ -154,7 +155,7 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     if running:
         # A heartbeat left by an earlier process says nothing about this one: then count from its start.
         own_beat = beat is not None and (pid is None or beat.get("pid") == pid)
-        since = updated if own_beat else _epoch((owner or {}).get("acquired_at"))
+        since = updated if own_beat else _epoch(owner.acquired_at if owner else None)
         # An idle query refreshes its heartbeat only every IDLE_REPORT_SECONDS (Spark's idle event interval).
         stall_after = job.supervision.stall_after_seconds or max(6 * registry.live_interval_seconds(job_id),
                                                                  3 * IDLE_REPORT_SECONDS)
@@ -166,23 +167,6 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
         operators = operator_partitions(settings.layout.checkpoint(job_id), committed + 1)
         partitions = {op: [p.keys for p in files] for op, files in operators.items()}
     # the memory its state lives in, as its driver measured it (else what a driver is given by default)
-    memory = (beat or {}).get("memory_bytes") or memory_bytes(settings.spark_driver_memory)
+    memory = (beat or {}).get("memory_bytes") or jvm_memory_bytes(settings.spark_driver_memory)
     health.problems += diagnose(job, batches, memory, partitions, registry.live_interval_seconds(job_id))
     return health
-
-
-def skew(keys_per_partition: list[int]) -> float:
-    """Max / median keys per partition (the median floored at 1, so that mostly empty partitions still rank)."""
-    if not keys_per_partition:
-        return 0.0
-    return round(max(keys_per_partition) / max(statistics.median(keys_per_partition), 1), 2)
-
-
-def memory_bytes(text: str) -> int | None:
-    """Bytes of a JVM memory setting such as "2g" or "512m" (None when unreadable). In local mode the executors
-    run in the driver's JVM, so the driver memory is the executor memory."""
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-    text = text.strip().lower().removesuffix("b")
-    if text[-1:] in units and text[:-1].isdigit():
-        return int(text[:-1]) * units[text[-1]]
-    return int(text) if text.isdigit() else None

@@ -4,37 +4,24 @@ Backfills (`LakehouseSparkSubmitOperator`), live jobs (`include.ops.processes`) 
 all use :func:`submit_kwargs` (connection, name, arguments, environment, Delta's jars) and Airflow's
 `SparkSubmitHook` builds the command, so a cluster set in `spark_default` runs all of them.
 
-Exit codes of a job process (spark-submit passes the driver's on):
-0 finished or stopped on request; 1 failed; 2 bad input (unknown job, bad trigger, invalid registry,
-missing Java); 75 refused, another process holds the job's checkpoint lease (try again later).
+A job process's exit codes (spark-submit passes the driver's on): :class:`include.failures.ExitCode`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from enum import IntEnum
 from pathlib import Path
 
 from include.jvm_archive import driver_java_options
-from include.kafka.broker import BrokerError
-from include.records.lease import LeaseHeld, LeaseLost
-from include.registry import RegistryError, ResourcesSpec, Trigger
+from include.registry import ResourcesSpec, Trigger
 from include.settings import REPO_ROOT, Settings
-from include.spark_session import JavaError
 
 SPARK_CONN_ID = "spark_default"
 ENTRYPOINTS = REPO_ROOT / "spark_jobs" / "entrypoints"  # the scripts spark-submit runs
 SUBMIT_ENTRY = ENTRYPOINTS / "run_job.py"  # a job: <job> --trigger <trigger>
 MAINTAIN_ENTRY = ENTRYPOINTS / "maintain_tables.py"  # table maintenance: [<table>...] [--run-id ID]
 CHECKPOINT_ENTRY = ENTRYPOINTS / "checkpoint_action.py"  # checkpoint actions: <mode> <job>... [options]
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    BAD_INPUT = 2
-    REFUSED = 75  # EX_TEMPFAIL: the checkpoint lease is held by another process
 
 
 def job_environment(settings: Settings) -> dict[str, str]:
@@ -109,27 +96,3 @@ def submit_command(kwargs: dict) -> list[str]:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     return SparkSubmitHook(**kwargs)._build_spark_submit_command(str(SUBMIT_ENTRY))
-
-
-def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
-    """The exit code and the one line of a failure a user can fix; None for anything else."""
-    if isinstance(exc, LeaseHeld | LeaseLost):  # another process holds it (or took it over): not this one's
-        return ExitCode.REFUSED, str(exc)
-    if isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
-        return ExitCode.FAILED, str(exc)
-    if isinstance(exc, KeyError):
-        return ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)
-    if isinstance(exc, RegistryError | JavaError | ValueError):
-        return ExitCode.BAD_INPUT, str(exc)
-    return None
-
-
-def report_failure(command: str, exc: Exception) -> int:
-    """For a failure a user can fix: write one line naming it to stderr and return its exit code.
-    Anything else is re-raised with its traceback."""
-    known = classify_failure(exc)
-    if known is None:
-        raise exc
-    code, message = known
-    sys.stderr.write(f"{command}: {message}\n")
-    return code

@@ -16,15 +16,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from include.ops import admission, groups
+from include.failures import ExitCode
+from include.ops import admission
 from include.ops.launch import (
-    ExitCode,
     group_submit_kwargs,
     job_environment,
     job_submit_kwargs,
     submit_command,
 )
-from include.records import job_requests, lease, log_rotation, run_outcomes
+from include.records import groups, job_requests, lease, log_rotation, run_outcomes
 from include.records.bookkeeping import read_state, update_state
 from include.registry import Registry, ResourcesSpec
 from include.settings import REPO_ROOT, Settings
@@ -54,8 +54,7 @@ def start_job(settings: Settings, registry: Registry, job_id: str) -> int:
     the lease in time.
     """
     job = registry.job(job_id)
-    if lease.is_held(settings, job_id):
-        raise lease.LeaseHeld(lease.describe_holder(job_id, lease.read_lease(settings, job_id)))
+    lease.refuse_if_held(settings, job_id)
     if read_state(settings, job_id).get("stopped_by_request"):
         log.info("job=%s: started explicitly, clearing its stopped-by-request flag", job_id)
         update_state(settings, job_id, stopped_by_request=None)
@@ -127,15 +126,15 @@ def _await_lease(settings: Settings, job_id: str, process_of, path: Path, offset
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while True:
         process = process_of()
-        owner = lease.read_lease(settings, job_id) if lease.is_held(settings, job_id) else None
+        owner = lease.holder(settings, job_id)
         code = process.poll() if process else None
-        driver = owner.get("pid") if owner and owner.get("host") == settings.host_name else None
+        driver = owner.pid if owner is not None and owner.on(settings.host_name) else None
         if driver and (process is None or (code is None and session_of(driver) == process.pid)):
             log.info("job=%s: running, driver pid %s holds its checkpoint lease", job_id, driver)
             return driver
         if code == ExitCode.REFUSED:
-            holder = lease.describe_holder(job_id, lease.read_lease(settings, job_id))
-            raise lease.LeaseHeld(f"{holder} (the new process exited {code}: refused)")
+            holder = lease.read_lease(settings, job_id) or lease.Owner(job_id)
+            raise lease.LeaseHeld(f"{holder.describe()} (the new process exited {code}: refused)")
         if code is not None:
             tail = "\n".join(_read_from(path, offset).splitlines()[-40:])
             raise RuntimeError(f"job {job_id!r}: process {process.pid} exited with code {code} while starting; "
@@ -238,7 +237,7 @@ def end_stalled(settings: Settings, job_id: str, pid: int | None, group: str | N
     Safe because every batch commit is exactly-once: a killed batch replays on restart.
     """
     owner = lease.read_lease(settings, job_id)
-    if pid is None or not owner or owner.get("pid") != pid or owner.get("host") != settings.host_name:
+    if pid is None or owner is None or owner.pid != pid or not owner.on(settings.host_name):
         return False  # held from another host (or changed hands meanwhile): not ours to kill
     if group and groups.driver_pid(settings, group) == pid:
         log.warning("job=%s: asking the driver of group %s (pid %s) to stop its stalled query", job_id, group, pid)

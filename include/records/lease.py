@@ -2,7 +2,9 @@
 
 The lease is `_checkpoints/<job>.lease` (beside the checkpoint, so a checkpoint reset keeps it); a group's driver
 holds `_ops/groups/<group>.lease`. Its owner record (pid, host, since when, until when, and how the holder runs the
-job: `trigger`, or the checkpoint `action`) tells a refused starter who holds it.
+job: `trigger`, or the checkpoint `action`) tells a refused starter who holds it: :class:`Owner` (its questions:
+alive? mine? expired? under an action?), read by :func:`read_lease` (the last record) and :func:`holder` (who holds
+it now).
 
 Two implementations behind one interface, chosen by where the lakehouse lives:
 
@@ -47,23 +49,93 @@ class LeaseLost(RuntimeError):
     """This process no longer holds its lease (another took it over, or it could not renew in time)."""
 
 
-def read_lease(settings: Settings, job_id: str, path: StoragePath | None = None) -> dict | None:
-    return read_json(path or settings.layout.lease(job_id))
+@dataclass(frozen=True)
+class Owner:
+    """A lease's owner record, as written by its holder (:meth:`Lease.body`), with the questions asked of it."""
+
+    job: str
+    pid: int | None = None
+    host: str = ""
+    acquired_at: str = ""
+    expires_at: float = 0.0
+    trigger: str = ""  # how the holder runs the job (a trigger), or "checkpoint action"
+    action: str = ""  # set while a checkpoint action holds the lease: which one
+    token: str = ""
+    pid_start: str | None = None
+    released: bool = False
+
+    @classmethod
+    def from_record(cls, job_id: str, record: dict | None) -> Owner | None:
+        if not record:
+            return None
+        return cls(job=record.get("job") or job_id, pid=record.get("pid"), host=record.get("host") or "",
+                   acquired_at=record.get("acquired_at") or "", expires_at=float(record.get("expires_at") or 0),
+                   trigger=record.get("trigger") or "", action=record.get("action") or "",
+                   token=record.get("token") or "", pid_start=record.get("pid_start"),
+                   released=bool(record.get("released")))
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.expires_at < (time.time() if now is None else now)
+
+    def gone(self, host: str) -> bool:
+        """Whether the record names a process of `host` (this host) that no longer runs (its pid gone or reused)."""
+        if self.host != host or not self.pid:
+            return False
+        started = _process_start(int(self.pid))
+        return started is None or self.pid_start not in (None, started)
+
+    def alive(self, host: str) -> bool:
+        """Whether the record holds the lease as seen from `host`: not released, not expired, its process not gone
+        from `host` (an object lease's whole truth; a local lease's holder also holds its flock)."""
+        return not (self.released or self.expired() or self.gone(host))
+
+    def on(self, host: str) -> bool:
+        return bool(self.host) and self.host == host
+
+    def mine(self, host: str) -> bool:
+        """Whether this process (on `host`) holds it."""
+        return self.on(host) and self.pid == os.getpid()
+
+    @property
+    def catching_up(self) -> bool:
+        """An available-now run: it ends by itself."""
+        return self.trigger == "available-now"
+
+    def describe(self) -> str:
+        """Who holds the job and since when, for a refused starter."""
+        if self.pid is None:
+            return f"job {self.job!r} is already running (another process holds its checkpoint lease)"
+        expires = datetime.fromtimestamp(self.expires_at, UTC).isoformat(timespec="seconds")
+        if self.action:
+            return (f"job {self.job!r} is under a checkpoint action ({self.action}): pid {self.pid} on {self.host} "
+                    f"holds its checkpoint lease since {self.acquired_at}; refusing to start it until the action ends")
+        mode = f" ({self.trigger})" if self.trigger else ""
+        return (f"job {self.job!r} is already running{mode}: pid {self.pid} on {self.host} holds its checkpoint "
+                f"lease since {self.acquired_at} (expires {expires} unless renewed); refusing a second writer")
 
 
-def describe_holder(job_id: str, owner: dict | None) -> str:
-    if not owner:
-        return f"job {job_id!r} is already running (another process holds its checkpoint lease)"
-    expires = datetime.fromtimestamp(owner["expires_at"], UTC).isoformat(timespec="seconds")
-    if owner.get("action"):
-        return (f"job {job_id!r} is under a checkpoint action ({owner['action']}): pid {owner['pid']} on "
-                f"{owner['host']} holds its checkpoint lease since {owner['acquired_at']}; refusing to start it "
-                "until the action ends")
-    mode = f" ({owner['trigger']})" if owner.get("trigger") else ""
-    return (
-        f"job {job_id!r} is already running{mode}: pid {owner['pid']} on {owner['host']} holds its checkpoint "
-        f"lease since {owner['acquired_at']} (expires {expires} unless renewed); refusing a second writer"
-    )
+def read_lease(settings: Settings, job_id: str, path: StoragePath | None = None) -> Owner | None:
+    """The lease's last owner record (held or not), or None when there is none."""
+    return read_lease_at(job_id, path or settings.layout.lease(job_id))
+
+
+def read_lease_at(job_id: str, path: StoragePath) -> Owner | None:
+    return Owner.from_record(job_id, read_json(path))
+
+
+def holder(settings: Settings, job_id: str, path: StoragePath | None = None) -> Owner | None:
+    """Who holds the lease now, or None while nobody does (a holder whose record is not written yet: an Owner
+    without a pid)."""
+    if not is_held(settings, job_id, path):
+        return None
+    return read_lease(settings, job_id, path) or Owner(job_id)
+
+
+def refuse_if_held(settings: Settings, job_id: str) -> None:
+    """Raise :class:`LeaseHeld`, naming the holder, while another process holds the job's lease."""
+    owner = holder(settings, job_id)
+    if owner is not None:
+        raise LeaseHeld(owner.describe())
 
 
 def _process_start(pid: int) -> str | None:
@@ -73,21 +145,6 @@ def _process_start(pid: int) -> str | None:
             return handle.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
-
-
-def _holder_gone(owner: dict, host: str) -> bool:
-    """True when the owner record names a process of this host that no longer runs (its pid is gone or reused)."""
-    if owner.get("host") != host or not owner.get("pid"):
-        return False
-    started = _process_start(int(owner["pid"]))
-    return started is None or (owner.get("pid_start") not in (None, started))
-
-
-def _free(owner: dict | None, host: str) -> bool:
-    """Whether an object lease with this record may be taken (from `host`): released, expired, or its holder gone
-    from this host."""
-    return (not owner or bool(owner.get("released")) or owner.get("expires_at", 0) < time.time()
-            or _holder_gone(owner, host))
 
 
 @dataclass
@@ -133,9 +190,9 @@ class Lease:
                 self.version = self.path.replace_if(body, self.version)
             except VersionMismatch:
                 if not self._written_by_me(body):
-                    owner = read_json(self.path) or {}
-                    self.lost = (f"its lease {self.path} was taken over by pid {owner.get('pid')} on "
-                                 f"{owner.get('host')}" if owner else
+                    owner = read_lease_at(self.job_id, self.path)
+                    self.lost = (f"its lease {self.path} was taken over by pid {owner.pid} on {owner.host}"
+                                 if owner else
                                  f"its lease {self.path} expired while it could not renew it, and was taken over "
                                  "and released since")
                     log.error("job=%s lost its lease: %s", self.job_id, self.lost)
@@ -187,19 +244,19 @@ class Lease:
 def acquire(settings: Settings, job_id: str, trigger: str = "", ttl_seconds: float | None = None,
             action: str = "", path: StoragePath | None = None) -> Lease:
     """Take the job's lease (recording how it runs) or raise :class:`LeaseHeld` naming the current holder. `path`:
-    another lease than a job's (a group's driver: include/ops/groups.py)."""
+    another lease than a job's (a group's driver: include/records/groups.py)."""
     path = path or settings.layout.lease(job_id)
     lease = Lease(job_id, path, ttl_seconds or settings.lease_seconds,
                   datetime.now(UTC).isoformat(timespec="seconds"), settings.host_name, trigger, action)
     if path.is_local:
-        _acquire_flock(settings, lease)
+        _acquire_flock(lease)
     else:
         _acquire_object(lease)
     log.info("job=%s acquired its checkpoint lease", job_id)
     return lease
 
 
-def _acquire_flock(settings: Settings, lease: Lease) -> None:
+def _acquire_flock(lease: Lease) -> None:
     path = lease.path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -210,13 +267,13 @@ def _acquire_flock(settings: Settings, lease: Lease) -> None:
         except BlockingIOError:
             if attempt == 9:
                 os.close(fd)
-                raise LeaseHeld(describe_holder(lease.job_id, read_lease(settings, lease.job_id, path))) from None
+                raise LeaseHeld((read_lease_at(lease.job_id, path) or Owner(lease.job_id)).describe()) from None
             time.sleep(0.05)
-    owner = read_lease(settings, lease.job_id, path)
-    if owner and owner.get("host") != lease.host and owner.get("expires_at", 0) > time.time():
+    owner = read_lease_at(lease.job_id, path)
+    if owner and not owner.on(lease.host) and not owner.expired():
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        raise LeaseHeld(describe_holder(lease.job_id, owner))
+        raise LeaseHeld(owner.describe())
     lease.fd = fd
     lease.renew(force=True)
 
@@ -236,21 +293,21 @@ def _acquire_object(lease: Lease) -> None:
         except FileNotFoundError:
             continue  # released meanwhile
         try:
-            owner = json.loads(data)
+            owner = Owner.from_record(lease.job_id, json.loads(data))
         except json.JSONDecodeError:
             owner = None
-        if not _free(owner, lease.host):
-            raise LeaseHeld(describe_holder(lease.job_id, owner))
+        if owner is not None and owner.alive(lease.host):
+            raise LeaseHeld(owner.describe())
         try:
             lease.version = lease.path.replace_if(body, version)
-            if owner and not owner.get("released"):
-                log.warning("job=%s: took over the lease of pid %s on %s (%s)", lease.job_id, owner.get("pid"),
-                            owner.get("host"), "its process is gone" if _holder_gone(owner, lease.host) else "expired")
+            if owner and not owner.released:
+                log.warning("job=%s: took over the lease of pid %s on %s (%s)", lease.job_id, owner.pid, owner.host,
+                            "its process is gone" if owner.gone(lease.host) else "expired")
             break
         except VersionMismatch:
             continue
     else:
-        raise LeaseHeld(describe_holder(lease.job_id, read_json(lease.path)))
+        raise LeaseHeld((read_lease_at(lease.job_id, lease.path) or Owner(lease.job_id)).describe())
     lease.renewed_at = now
     lease.valid_until = started + lease.ttl_seconds / 2
 
@@ -261,8 +318,8 @@ def wait_while_catching_up(settings: Settings, job_ids: list[str], timeout: floa
     holders and checkpoint actions are not waited for. Returns the jobs still held by such a run."""
 
     def catching_up() -> list[str]:
-        return [j for j in job_ids if is_held(settings, j)
-                and (read_lease(settings, j) or {}).get("trigger") == "available-now"]
+        holders = {j: holder(settings, j) for j in job_ids}
+        return [j for j, owner in holders.items() if owner is not None and owner.catching_up]
 
     deadline = time.monotonic() + timeout
     waiting = catching_up()
@@ -279,7 +336,8 @@ def is_held(settings: Settings, job_id: str, path: StoragePath | None = None) ->
     hosts; an object lease: not released, not expired, its holder not gone from this host)."""
     path = path or settings.layout.lease(job_id)
     if not path.is_local:
-        return not _free(read_lease(settings, job_id, path), settings.host_name)
+        owner = read_lease_at(job_id, path)
+        return owner is not None and owner.alive(settings.host_name)
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDONLY)
@@ -291,8 +349,8 @@ def is_held(settings: Settings, job_id: str, path: StoragePath | None = None) ->
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-    owner = read_lease(settings, job_id, path)
-    return bool(owner and owner.get("host") != settings.host_name and owner.get("expires_at", 0) > time.time())
+    owner = read_lease_at(job_id, path)  # a holder on another host (a shared disk) has no flock of this host
+    return owner is not None and not owner.on(settings.host_name) and not owner.expired()
 
 
 @contextmanager

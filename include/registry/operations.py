@@ -157,6 +157,16 @@ def parse_quality(ctx: LoadContext, where: str, raw: Any, transform: dict) -> Qu
 MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]$")  # Spark's JVM memory settings: 512m, 2g
 
 
+def jvm_memory_bytes(text: str) -> int | None:
+    """Bytes of a JVM memory setting such as "2g" or "512m" (None when unreadable). In local mode the executors
+    run in the driver's JVM, so the driver memory is the executor memory."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+    text = text.strip().lower().removesuffix("b")
+    if text[-1:] in units and text[:-1].isdigit():
+        return int(text[:-1]) * units[text[-1]]
+    return int(text) if text.isdigit() else None
+
+
 def parse_resources(ctx: LoadContext, where: str, own: Any) -> ResourcesSpec:
     """What a driver (a job alone, or a group: `where` says which) asks of Spark, refining `defaults.resources`."""
     if own is not None and not isinstance(own, dict):

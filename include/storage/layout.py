@@ -14,7 +14,7 @@ Under the root:
     _ops/heartbeats/<job>.json    a running job's heartbeat
     _ops/stop_requests/<job>.json a request to stop at the next batch boundary
     _ops/start_requests/<job>.json a request to a group's running driver to start one of its jobs
-    _ops/groups/<group>.lease     the one driver of a group of live jobs (include/ops/groups.py)
+    _ops/groups/<group>.lease     the one driver of a group of live jobs (include/records/groups.py)
     _ops/supervisor/<job>.json    the live supervisor's bookkeeping
     _ops/run_outcomes/<run>/<job>.json how each job of a several-job driver run ended (the backfill's `run_jobs`)
     _reports/data_docs/           Great Expectations Data Docs

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from include.checkpoints import journal as journals
 from include.checkpoints.request import MODES, CheckpointRequest, add_arguments, from_args
+from include.failures import report_failure
 from include.logging_setup import configure_logging
-from include.ops.launch import report_failure
 from include.records import checkpoint_audit, lease
 from include.registry import Registry, load_registry
 from include.settings import Settings, load_settings

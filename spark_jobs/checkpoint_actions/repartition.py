@@ -14,7 +14,7 @@ from spark_jobs.checkpoint_actions.base import (
     copy_aside,
     from_the_copy,
 )
-from spark_jobs.streaming_query import configure_session
+from spark_jobs.query_session import configure_session
 
 
 class Repartition(RepartitionRules, ModeAction):

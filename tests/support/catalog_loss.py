@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from include.catalog.tables import on_catalog
+from include.catalog_client.tables import on_catalog
 from include.checkpoints.request import CheckpointRequest
 from include.logging_setup import configure_logging
 from include.registry import Trigger, load_registry

@@ -33,8 +33,7 @@ def group_registry(path, members=MEMBERS, following=()):
 
 
 def holders(settings, members=MEMBERS) -> dict[str, int | None]:
-    return {j: (lease.read_lease(settings, j) or {}).get("pid") if lease.is_held(settings, j) else None
-            for j in members}
+    return {j: getattr(lease.holder(settings, j), "pid", None) for j in members}
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """Groups of live jobs (the registry's `group`): one driver per group, a streaming query per job
-(spark_jobs/group_driver.py). What the supervisor needs to know of a group's driver, without Spark."""
+(spark_jobs/group_driver.py). What the supervisor needs to know of a group's driver, without Spark: its lease."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from include.settings import Settings
 from include.storage.paths import StoragePath
 
 
+def driver(settings: Settings, group: str) -> lease.Owner | None:
+    """The group's running driver (the holder of the group's lease), or None."""
+    return lease.holder(settings, group, settings.layout.group_lease(group))
+
+
 def driver_pid(settings: Settings, group: str) -> int | None:
-    """The pid of the group's running driver on this host (the holder of the group's lease), or None."""
-    path = settings.layout.group_lease(group)
-    if not lease.is_held(settings, group, path):
-        return None
-    owner = lease.read_lease(settings, group, path) or {}
-    return owner.get("pid") if owner.get("host") == settings.host_name else None
+    """The pid of the group's running driver on this host, or None."""
+    owner = driver(settings, group)
+    return owner.pid if owner is not None and owner.on(settings.host_name) else None
 
 
 def running(settings: Settings, group: str) -> bool:
