@@ -15,6 +15,11 @@ FUNCTIONS_JAR := $(JARS_DIR)/lakehouse-functions.jar
 KAFKA_JARS_DIR ?= $(or $(LAKEHOUSE_KAFKA_JARS_DIR),.cache/kafka)
 KAFKA_STAMP := $(KAFKA_JARS_DIR)/.fetched
 
+# The change data capture's Kafka Connect worker and Debezium's PostgreSQL connector (include/jars/kafka-connect.pom.xml),
+# for `lakehouse cdc up`: their own cache too, off Spark's classpath and the broker's.
+CONNECT_JARS_DIR ?= $(or $(LAKEHOUSE_CONNECT_JARS_DIR),.cache/connect)
+CONNECT_STAMP := $(CONNECT_JARS_DIR)/.fetched
+
 # A class-data sharing archive of the Spark driver's JVM (include/jvm_archive.py): drivers start seconds sooner.
 JVM_ARCHIVE := $(JARS_DIR)/spark-driver.jsa
 
@@ -51,6 +56,12 @@ $(KAFKA_STAMP): include/jars/kafka-broker.pom.xml
 	mvn -q -B -f include/jars/kafka-broker.pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$(abspath $(KAFKA_JARS_DIR))"
 	@touch $@
 
+$(CONNECT_STAMP): include/jars/kafka-connect.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is needed once, to fetch Kafka Connect's and Debezium's jars into $(CONNECT_JARS_DIR): apt-get install maven"; exit 2; }
+	rm -rf "$(CONNECT_JARS_DIR)" && mkdir -p "$(CONNECT_JARS_DIR)"
+	mvn -q -B -f include/jars/kafka-connect.pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$(abspath $(CONNECT_JARS_DIR))"
+	@touch $@
+
 $(FUNCTIONS_JAR): $(wildcard spark_jobs/jvm/lakehouse/*.java) $(JARS_STAMP) $(STAMP)
 	@command -v javac >/dev/null 2>&1 || { echo "a JDK's javac is needed once, to compile spark_jobs/jvm into $(JARS_DIR): apt-get install openjdk-17-jdk-headless"; exit 2; }
 	rm -rf "$(JARS_DIR)/.classes" && mkdir -p "$(JARS_DIR)/.classes"
@@ -81,10 +92,10 @@ $(POSTGRES_STAMP):
 	  echo "installed postgresql (Debian) for lakehouse cluster"; touch $@; \
 	else echo "PostgreSQL's server is missing and could not be installed: apt-get install postgresql"; exit 2; fi
 
-demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
-TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) \
+TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) \
 	$(POSTGRES_STAMP)
 
 # What `make test` needs before it runs anything (docs/development/testing.md times it on a clean clone).
@@ -105,7 +116,7 @@ test-full: $(TEST_PREREQUISITES)
 	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS)
 
 # The unit tier: no Spark, no Airflow (seconds).
-test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
+test-unit: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not spark and not airflow"
 
@@ -116,7 +127,7 @@ airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $
 	$(VENV)/bin/lakehouse airflow standalone
 
 # The production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone cluster, Kafka.
-cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP) docs
+cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP) docs
 	$(VENV)/bin/lakehouse cluster up
 
 lint: $(STAMP)
