@@ -5,8 +5,9 @@ meaning). :func:`load_settings` reads the environment through that table (a vari
 default; each kind has one parse-and-check, whose error names the variable and the value), and
 `configuration_reference` (include/settings_reference.py) renders the same table as the docs' Configuration page: the
 defaults and their documentation live in one place. The few variables that need more than their kind's check (the S3
-endpoint, the root, the Kafka bootstrap servers, the metastore's URI and database) name their own parse in their row,
-or are resolved after the table is read (the root, kept S3 credentials).
+endpoint, the root, the Kafka bootstrap servers, the metastore's URI and database, the CDC database and the Connect
+worker: include/addresses.py) name their own parse in their row, or are resolved after the table is read (the root,
+kept S3 credentials).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
+from include.addresses import check_bootstrap, http_host_port, metastore_host_port, postgres_address
 from include.storage.layout import Layout
 from include.storage.paths import LocalPath, S3Path, storage_path
 from include.storage.s3 import DEFAULT_ENDPOINT, DEFAULT_REGION, S3Config, bucket_problem, kept_credentials
@@ -167,6 +168,21 @@ SETTINGS: tuple[Setting, ...] = (
                     "a running job fails it after about 3x this)"),
     Setting("LAKEHOUSE_KAFKA_JARS_DIR", "kafka_jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "kafka"),
             shown_default="`<repo>/.cache/kafka`", meaning="Kafka's broker jars (fetched by `make`)"),
+    Setting("LAKEHOUSE_CDC_DATABASE_URL", "cdc_database_url", Kind.URL, "",
+            parse=_checked(lambda text: text and postgres_address(text, "LAKEHOUSE_CDC_DATABASE_URL")),
+            meaning="the database whose changes the `cdc:` sources capture: `postgresql://user:password@host:port/"
+                    "database` (a team's own, used as it is: the product creates only its publication and replication "
+                    "slot); unset: the local one `lakehouse cdc up` starts (database `shop`)"),
+    Setting("LAKEHOUSE_CDC_POSTGRES_PORT", "cdc_postgres_port", Kind.PORT, "5434",
+            meaning="the local CDC database's port on 127.0.0.1 (`lakehouse cdc up` starts it there when "
+                    "`LAKEHOUSE_CDC_DATABASE_URL` is unset and none answers)"),
+    Setting("LAKEHOUSE_CONNECT_URL", "connect_url", Kind.URL, "http://127.0.0.1:8083",
+            parse=lambda text: _checked(lambda url: http_host_port("LAKEHOUSE_CONNECT_URL", url))(text.rstrip("/")),
+            meaning="the Kafka Connect worker's REST API (`http://host:port`): `lakehouse cdc up` starts the worker "
+                    "listening there, and registers the connectors through it"),
+    Setting("LAKEHOUSE_CONNECT_JARS_DIR", "connect_jars_dir", Kind.PATH, str(REPO_ROOT / ".cache" / "connect"),
+            shown_default="`<repo>/.cache/connect`",
+            meaning="Kafka Connect's and Debezium's jars (fetched by `make`, include/jars/kafka-connect.pom.xml)"),
     Setting("LAKEHOUSE_METASTORE_URI", "metastore_uri", Kind.URL, "thrift://127.0.0.1:9083",
             parse=_checked(lambda text: metastore_host_port(text)),  # ValueError naming the variable
             meaning="the catalog (a Hive metastore): `lakehouse catalog up` listens there; a team's own metastore "
@@ -234,6 +250,10 @@ class Settings:
     kafka_bootstrap: str
     kafka_bootstrap_set: bool  # LAKEHOUSE_KAFKA_BOOTSTRAP was given: it wins over the Airflow connection
     kafka_jars_dir: Path
+    cdc_database_url: str  # LAKEHOUSE_CDC_DATABASE_URL: a team's database (empty: the local one, include/cdc)
+    cdc_postgres_port: int  # the local CDC database's port on 127.0.0.1
+    connect_url: str  # the Kafka Connect worker's REST API
+    connect_jars_dir: Path
     metastore_uri: str
     sql_port: int
     sql_bind: str
@@ -393,53 +413,3 @@ def _as_fields(values: dict[str, object]) -> dict[str, object]:
 def _given(name: str) -> bool:
     """Whether the variable `name` was given (not unset or blank): a `*_set` field of Settings."""
     return bool(os.environ.get(name, "").strip())
-
-
-def check_bootstrap(name: str, value: str) -> None:
-    """Raise ValueError naming `name` unless `value` is a comma-separated list of `host:port`."""
-    for server in value.split(","):
-        host, _, port = server.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{name} must be host:port (comma-separated for several brokers), got {value!r}")
-
-
-def metastore_host_port(uri: str) -> tuple[str, int]:
-    """(host, port) of a `thrift://host:port` URI; ValueError naming LAKEHOUSE_METASTORE_URI otherwise."""
-    parts = urlsplit(uri)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme != "thrift" or not parts.hostname or port is None or parts.path not in ("", "/"):
-        raise ValueError(f"LAKEHOUSE_METASTORE_URI must be thrift://host:port, got {uri!r}")
-    return parts.hostname, port
-
-
-@dataclass(frozen=True)
-class PostgresAddress:
-    """A PostgreSQL database: where the catalog keeps its tables (LAKEHOUSE_METASTORE_DB)."""
-
-    host: str
-    port: int
-    database: str
-    user: str
-    password: str
-
-    @property
-    def jdbc_url(self) -> str:
-        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
-
-
-def postgres_address(url: str) -> PostgresAddress:
-    """The parts of `postgresql://user:password@host:port/database`; ValueError naming LAKEHOUSE_METASTORE_DB."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port or 5432
-    except ValueError:
-        port = 0
-    database = parts.path.lstrip("/")
-    if parts.scheme not in ("postgresql", "postgres") or not parts.hostname or not port or not database \
-            or "/" in database or not parts.username:
-        raise ValueError("LAKEHOUSE_METASTORE_DB must be postgresql://user:password@host:port/database, got "
-                         f"{parts.scheme}://...{'/' + database if database else ''}")
-    return PostgresAddress(parts.hostname, port, database, unquote(parts.username), unquote(parts.password or ""))

@@ -40,6 +40,13 @@ BAD_VALUES = [
                                                  "'http://h:9083'"),
     ("LAKEHOUSE_METASTORE_DB", "mysql://u:secret@h:1/db", "LAKEHOUSE_METASTORE_DB must be "
                                                           "postgresql://user:password@host:port/database, got mysql://.../db"),
+    ("LAKEHOUSE_CDC_DATABASE_URL", "postgresql://secret@h:5432", "LAKEHOUSE_CDC_DATABASE_URL must be "
+                                                                 "postgresql://user:password@host:port/database, got "
+                                                                 "postgresql://..."),  # no database; nor a secret said
+    ("LAKEHOUSE_CDC_DATABASE_URL", "postgresql://u:secret@h:x/shop", "LAKEHOUSE_CDC_DATABASE_URL must be "
+                                                                     "postgresql://user:password@host:port/database, "
+                                                                     "got postgresql://.../shop"),
+    ("LAKEHOUSE_CONNECT_URL", "127.0.0.1:8083", "LAKEHOUSE_CONNECT_URL must be http://host:port, got '127.0.0.1:8083'"),
     ("LAKEHOUSE_KAFKA_BOOTSTRAP", "broker", "LAKEHOUSE_KAFKA_BOOTSTRAP must be host:port (comma-separated for several "
                                             "brokers), got 'broker'"),
     ("LAKEHOUSE_ROOT", "ftp://h/lake", "LAKEHOUSE_ROOT: 'ftp://h/lake': storage is a local path or an S3 URI "
@@ -102,7 +109,10 @@ def test_every_checked_variable_refuses_a_bad_value(unset):
                 load_settings()
             assert str(refused.value).startswith(setting.name) and "\n" not in str(refused.value), refused.value
             shown = value.strip().rstrip("/").upper() if setting.upper else value.strip().rstrip("/")
-            assert shown in str(refused.value) or setting.name == "LAKEHOUSE_METASTORE_DB", refused.value
+            # a database URL is not echoed: it may hold a password
+            assert shown in str(refused.value) or setting.name in ("LAKEHOUSE_METASTORE_DB",
+                                                                   "LAKEHOUSE_CDC_DATABASE_URL"), refused.value
+            assert "secret" not in str(refused.value), refused.value
             unset.delenv(setting.name)
 
 
@@ -159,6 +169,7 @@ def test_the_module_docstring_points_at_the_table_and_the_module_imports_nothing
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
         alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     project = {name for name in imported if name.split(".")[0] in ("include", "spark_jobs", "dags")}
-    assert all(name.startswith("include.storage.") for name in project), project
+    # the storage layer, and the addresses the settings parse (include/addresses.py, which imports nothing of the project)
+    assert all(name.startswith("include.storage.") or name == "include.addresses" for name in project), project
     assert not {name.split(".")[0] for name in imported} & {"pyspark", "airflow", "great_expectations", "delta",
                                                              "pandas", "pyarrow", "duckdb", "deltalake"}
