@@ -10,6 +10,7 @@ include/ and spark_jobs/, and none of them imports it; pyspark, Great Expectatio
 - :mod:`.checkpoints`: `checkpoint`, `state`, `schema`.
 - :mod:`.catalog`: `catalog`, `sql`, `query`.
 - :mod:`.servers`: `kafka`, `storage`, `cluster`.
+- :mod:`.cdc`: `cdc`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import sys
 from dataclasses import replace
 
-from include.cli import airflow, catalog, checkpoints, demo, generate, jobs, reports, servers
+from include.cli import airflow, catalog, cdc, checkpoints, demo, generate, jobs, reports, servers
 from include.cli.catalog import catalog_sync
 from include.cli.command import Command
 from include.cli.demo import broker_for_demo, catalog_for_demo, demo_through_airflow, run_demo, store_for_demo
@@ -35,7 +36,7 @@ __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_fo
 COMMANDS: tuple[Command, ...] = (
     generate.generate, jobs.run, demo.demo, airflow.airflow_setup, airflow.airflow, airflow.airflow_history,
     reports.summary, reports.quality, checkpoints.checkpoint, checkpoints.state, checkpoints.schema, jobs.maintain,
-    reports.health, servers.kafka, catalog.catalog, catalog.sql, catalog.query, servers.storage, servers.cluster,
+    reports.health, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql, catalog.query, servers.storage, servers.cluster,
     jobs.stop,
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}

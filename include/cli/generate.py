@@ -7,6 +7,8 @@ import json
 import sys
 
 from include import arguments
+from include.cdc import shop
+from include.cdc.database import LOCAL_DATABASE
 from include.cli.command import command
 from include.generator import (
     DEFAULT_START,
@@ -55,12 +57,17 @@ def _arguments(gen: argparse.ArgumentParser) -> None:
                      help="--to kafka: partitions of a topic created for it (an existing topic keeps its own)")
 
 
-@command("generate", "write deterministic test data into landing/<source>/", _arguments)
+@command("generate", "write deterministic test data into landing/<source>/, a source's topic, or (`--source shop`) "
+                     "transactions into the CDC demo database", _arguments)
 def generate(settings: Settings, args: argparse.Namespace) -> int:
+    if args.source == LOCAL_DATABASE:  # the CDC demo database: real transactions (include/cdc/shop.py)
+        sys.stdout.write(json.dumps(shop.run(settings, args.events, args.seed).summary(), indent=2) + "\n")
+        return 0
     registry = load_registry(settings.registry_path)
     sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
     if args.source not in sources:
-        raise ValueError(f"unknown source {args.source!r}; the registry's landing and Kafka sources: {sorted(sources)}")
+        raise ValueError(f"unknown source {args.source!r}; the registry's landing and Kafka sources: {sorted(sources)}"
+                         f", and {LOCAL_DATABASE!r} (the CDC demo database)")
     config = GeneratorConfig(
         events=args.events, seed=args.seed, files=args.files, start=args.start or DEFAULT_START,
         events_per_minute=args.events_per_minute, users=args.users, duplicate_fraction=args.duplicate_fraction,

@@ -9,14 +9,16 @@ from collections.abc import Callable
 
 
 def server_subcommands(parser: argparse.ArgumentParser, name: str, up: str, down: str, status: str, *,
-                       more: dict[str, str] | None = None, status_json: bool = True) -> None:
+                       more: dict[str, str] | None = None, status_json: bool = True
+                       ) -> dict[str, argparse.ArgumentParser]:
     """`lakehouse <name> up | down | <more> | status` (the action in `args.<name>_command`), each with its help;
-    `status --json` unless `status_json` is False."""
+    `status --json` unless `status_json` is False. The subcommands' parsers, by action (for arguments of their own)."""
     actions = parser.add_subparsers(dest=f"{name}_command", required=True)
     parsers = {action: actions.add_parser(action, help=text)
                for action, text in {"up": up, "down": down, **(more or {}), "status": status}.items()}
     if status_json:
         parsers["status"].add_argument("--json", action="store_true", help="as JSON")
+    return parsers
 
 
 def run_server_command(name: str, action: str, error: type[Exception], *, up: Callable[[], tuple[bool, str]],

@@ -28,6 +28,8 @@ Under this host's directory (`local`, always a local path):
     _kafka/                       the broker `lakehouse kafka up` starts: data/ (its log segments), broker.log
     _cluster/                     `lakehouse cluster`: postgres/, airflow/, spark/, logs/, run/ (include/cluster)
     _s3/                          the S3 server `lakehouse storage up` starts: data/, server.log (include/storage/server.py)
+    _cdc/                         `lakehouse cdc up` (include/cdc): postgres/ (the local database), connect/ (the Connect
+                                  worker's properties, log, pid file), secrets.json, shop/ (the generator's transactions)
     _work/                        working copies of what lives on an S3 root (the GE project)
 """
 
@@ -141,6 +143,11 @@ class Layout:
     @property
     def cluster(self) -> Path:
         return self.local / "_cluster"
+
+    @property
+    def cdc(self) -> Path:
+        """The change data capture `lakehouse cdc up` runs: the local database, the Connect worker (include/cdc)."""
+        return self.local / "_cdc"
 
     @property
     def spark_warehouse(self) -> Path:

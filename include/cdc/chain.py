@@ -1,0 +1,152 @@
+"""`lakehouse cdc up | down | status`: the change data capture chain, database -> Debezium on a Kafka Connect worker ->
+the product's broker, brought up in order, each part waited for, and taken down again.
+
+`up` (idempotent: a second one changes nothing): the local database when `LAKEHOUSE_CDC_DATABASE_URL` is unset and
+none answers; the checks of the database and of every table the registry's `cdc:` sources name (a refusal: one
+line, nothing created); the broker must answer (`lakehouse kafka up` starts it: this command does not); the Connect
+worker; per logical database, its publication and its connector, waited for until its task runs.
+
+`down` stops the worker and the local database; the replication slots stay (a line says what each one holds while
+no connector reads it). `down --purge` first deletes the connectors with their offsets, then drops their slots and
+publications: a later `up` snapshots the tables afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from include.cdc import connect, connectors, database, slots
+from include.cdc.database import CdcError
+from include.registry import Registry, SourceSpec
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def up(settings: Settings, registry: Registry, bootstrap: str) -> list[str]:
+    """Bring the chain up; a line per part (what was started, created or found as it was)."""
+    captured = registry.cdc_sources()
+    lines = [database.ensure_local(settings)[1]]
+    sources = [s for tables in captured.values() for s in tables]
+    if sources:
+        database.refuse_unless_capturable(settings, sources)
+    lines.append(connect.up(settings, bootstrap)[1])
+    address = database.address(settings)
+    for logical, tables in captured.items():
+        conn = database.connect(address)
+        try:
+            with conn.cursor() as cur:
+                made = slots.ensure_publication(cur, logical, tables)
+        finally:
+            conn.close()
+        name = connectors.connector_name(logical)
+        done = connectors.register(settings.connect_url, name, connectors.connector_config(address, logical, tables))
+        connectors.wait_running(settings.connect_url, name)
+        lines.append(f"connector {name} {done}, running (publication {slots.publication_name(logical)} {made}; "
+                     f"topics {', '.join(sorted(s.cdc.topic for s in tables))})")
+    if not captured:
+        lines.append(f"no `cdc:` source in the registry ({settings.registry_path}): no connector to register")
+    return lines
+
+
+def down(settings: Settings, registry: Registry, bootstrap: str, purge: bool = False) -> list[str]:
+    """Take the chain down: with `purge`, the connectors (and their offsets), slots and publications first; then the
+    worker and the local database."""
+    lines = _purge(settings, bootstrap) if purge else _kept_slots(settings)
+    lines.append(connect.down(settings))
+    if database.is_local(settings):
+        lines.append(database.stop_local(settings) or "the local CDC database was not running")
+    return lines
+
+
+def _purge(settings: Settings, bootstrap: str) -> list[str]:
+    """Every `lakehouse-*` connector deleted with its offsets (the worker started for it when it is down), then every
+    `lakehouse_*` slot and publication of the database dropped."""
+    if database.is_local(settings):
+        database.ensure_local(settings)
+    connect.up(settings, bootstrap)
+    removed = [name for name in connectors.connectors(settings.connect_url) if name.startswith("lakehouse-")
+               and connectors.remove(settings.connect_url, name)]
+    address = database.address(settings)
+    reason = database.why_not_answering(address)
+    if reason is not None:
+        raise CdcError(f"the CDC database does not answer at {address.shown}: {reason}; its slots were not dropped")
+    conn = database.connect(address)
+    try:
+        with conn.cursor() as cur:
+            logical = {name.removeprefix("lakehouse_") for name in slots.slots(cur) + slots.publications(cur)}
+            dropped = [what for each in sorted(logical) for what in slots.drop(cur, each)]
+    finally:
+        conn.close()
+    return [f"deleted connector(s): {', '.join(removed) or 'none'}", f"dropped: {', '.join(dropped) or 'nothing'}"]
+
+
+def _kept_slots(settings: Settings) -> list[str]:
+    """A line per replication slot of the product that `down` leaves behind."""
+    address = database.address(settings)
+    if database.why_not_answering(address) is not None:
+        return []
+    conn = database.connect(address)
+    try:
+        with conn.cursor() as cur:
+            kept = slots.slots(cur)
+    finally:
+        conn.close()
+    return [f"replication slot {slot} kept: it holds the database's WAL until a connector reads it again (`lakehouse "
+            "cdc up`); `lakehouse cdc down --purge` drops it" for slot in kept]
+
+
+def status(settings: Settings, registry: Registry) -> dict:
+    """`database` (its DSN without the password), `local`, `database_up`, `connect_url`, `worker_up`, `up` (the
+    database and the worker answer, every connector of the registry runs), and per connector its `database`,
+    `tables`, `state`, `tasks`, `trace`, `slot`, `slot_active`, `slot_lag_bytes`."""
+    address = database.address(settings)
+    database_up = database.why_not_answering(address) is None
+    worker_up = connect.answers(settings.connect_url)
+    found = {}
+    for logical, tables in registry.cdc_sources().items():
+        name = connectors.connector_name(logical)
+        state = connectors.connector_status(settings.connect_url, name) if worker_up else None
+        found[name] = {"database": logical, "tables": sorted(s.cdc.table for s in tables),
+                       "state": state["state"] if state else None, "tasks": state["tasks"] if state else [],
+                       "trace": state["trace"] if state else None, "slot": slots.slot_name(logical),
+                       **_slot(address, logical, database_up)}
+    running = all(c["state"] == "RUNNING" and c["tasks"] and set(c["tasks"]) == {"RUNNING"} for c in found.values())
+    return {"database": address.shown, "local": database.is_local(settings), "database_up": database_up,
+            "connect_url": settings.connect_url, "worker_up": worker_up, "up": database_up and worker_up and running,
+            "connectors": found}
+
+
+def _slot(address, logical: str, database_up: bool) -> dict:
+    state = None
+    if database_up:
+        conn = database.connect(address)
+        try:
+            with conn.cursor() as cur:
+                state = slots.slot_state(cur, slots.slot_name(logical))
+        finally:
+            conn.close()
+    return {"slot_exists": state is not None, "slot_active": state["active"] if state else None,
+            "slot_lag_bytes": state["lag_bytes"] if state else None}
+
+
+def render(info: dict) -> str:
+    """`lakehouse cdc status` as text."""
+    lines = [f"database: {info['database']} ({'local, ' if info['local'] else ''}"
+             f"{'answers' if info['database_up'] else 'does not answer'})",
+             f"Connect worker: {info['connect_url']} ({'answers' if info['worker_up'] else 'does not answer'})"]
+    for name, each in info["connectors"].items():
+        slot = (f"slot {each['slot']} {'active' if each['slot_active'] else 'INACTIVE'}, lag {each['slot_lag_bytes']} "
+                "bytes" if each["slot_exists"] else f"slot {each['slot']} "
+                + ("not made yet" if info["database_up"] else "unknown (the database does not answer)"))
+        state = each["state"] or ("not registered" if info["worker_up"] else "unknown (the worker does not answer)")
+        lines.append(f"connector {name}: {state}, tasks {', '.join(each['tasks']) or '-'}; "
+                     f"{slot}; tables {', '.join(each['tables'])}" + (f"; {each['trace']}" if each["trace"] else ""))
+    if not info["connectors"]:
+        lines.append("no `cdc:` source in the registry: no connector")
+    return "\n".join(lines)
+
+
+def sources_of(registry: Registry, database_name: str) -> list[SourceSpec]:
+    """The registry's `cdc:` sources of one logical database ([] when it has none)."""
+    return registry.cdc_sources().get(database_name, [])
