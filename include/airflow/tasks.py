@@ -38,6 +38,7 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
     """Task body of `lakehouse_live`, for a group of live jobs (one driver) or a job alone: per job, stop or start it
     on request, else supervise it per its policy; a line per job in the log. Fails, once every job is seen to, when a
     job gave up, is blocked or breached its state health."""
+    from include.ops.connectors import databases_read, supervise_connectors
     from include.ops.supervisor import supervise_job
 
     settings, registry = load()
@@ -60,6 +61,9 @@ def supervise(unit: str, params: dict | None = None, run_id: str = "") -> dict[s
         else:
             actions[job_id] = supervise_job(settings, registry, job_id, run_id=run_id)
         log.info("%s: %s", job_id, actions[job_id])
+    # the CDC connectors the unit's jobs read: a failed task restarted through Connect's REST API (include/ops)
+    supervise_connectors(settings, databases_read(registry, members), dag_id="lakehouse_live", task_id=unit,
+                         run_id=run_id)
     _fail_on_problems(settings, unit, actions)
     if settings.live_watch_seconds and not (params.get("stop") or params.get("start")):
         actions = watch(settings, registry, unit, actions, run_id, settings.live_watch_seconds)
@@ -76,7 +80,9 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
           poll_seconds: float = WATCH_POLL_SECONDS) -> dict[str, str]:
     """After the check, watch the jobs for `seconds` (every `poll_seconds`, from their leases: no Spark, no Delta
     read): a job that went down is supervised at once, and again once its backoff allows, instead of at the next
-    scheduled run. A job stopped by request is left alone. Fails as the check does (gave up, blocked)."""
+    scheduled run. A job stopped by request is left alone. The CDC connectors the jobs read are checked every
+    WATCH_RECHECK_SECONDS. Fails as the check does (gave up, blocked)."""
+    from include.ops.connectors import databases_read, supervise_connectors
     from include.ops.supervisor import supervise_job
 
     members = registry.live_units()[unit]
@@ -86,8 +92,12 @@ def watch(settings, registry, unit: str, actions: dict[str, str], run_id: str, s
     # running that is down already: a driver lost between the check and here) and one backing off. A job found down
     # for another reason (waiting for its broker, for capacity) is rechecked every WATCH_RECHECK_SECONDS.
     act_when_due = {j: actions.get(j) in ACT_WHEN_DUE or lease.is_held(settings, j) for j in members}
+    databases, connectors_checked = databases_read(registry, members), time.monotonic()
     while time.monotonic() + poll_seconds < deadline:
         time.sleep(poll_seconds)
+        if databases and time.monotonic() - connectors_checked >= WATCH_RECHECK_SECONDS:
+            connectors_checked = time.monotonic()
+            supervise_connectors(settings, databases, dag_id="lakehouse_live", task_id=unit, run_id=run_id)
         for job_id in members:
             running = lease.is_held(settings, job_id)
             state = read_state(settings, job_id)

@@ -4,7 +4,8 @@ the product's broker, brought up in order, each part waited for, and taken down 
 `up` (idempotent: a second one changes nothing): the local database when `LAKEHOUSE_CDC_DATABASE_URL` is unset and
 none answers; the checks of the database and of every table the registry's `cdc:` sources name (a refusal: one
 line, nothing created); the broker must answer (`lakehouse kafka up` starts it: this command does not); the Connect
-worker; per logical database, its publication and its connector, waited for until its task runs.
+worker; per logical database, its publication, its tables' topics (one partition each: a table's changes in commit
+order) and its connector, waited for until its task runs.
 
 `down` stops the worker and the local database; the replication slots stay (a line says what each one holds while
 no connector reads it). `down --purge` first deletes the connectors with their offsets, then drops their slots and
@@ -17,6 +18,7 @@ import logging
 
 from include.cdc import connect, connectors, database, slots
 from include.cdc.database import CdcError
+from include.kafka.produce import ensure_topic
 from include.registry import Registry, SourceSpec
 from include.settings import Settings
 
@@ -39,8 +41,13 @@ def up(settings: Settings, registry: Registry, bootstrap: str) -> list[str]:
                 made = slots.ensure_publication(cur, logical, tables)
         finally:
             conn.close()
+        for source in tables:  # before the first change: a job may start on a table nothing has changed yet
+            ensure_topic(bootstrap, source.cdc.topic, 1)
         name = connectors.connector_name(logical)
         done = connectors.register(settings.connect_url, name, connectors.connector_config(address, logical, tables))
+        if connectors.failed(connectors.connector_status(settings.connect_url, name)):  # e.g. its publication was gone
+            connectors.restart_failed(settings.connect_url, name)
+            done += ", its failed task restarted"
         connectors.wait_running(settings.connect_url, name)
         lines.append(f"connector {name} {done}, running (publication {slots.publication_name(logical)} {made}; "
                      f"topics {', '.join(sorted(s.cdc.topic for s in tables))})")

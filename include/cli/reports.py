@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from include.cdc.health import cdc_health
+from include.cdc.health import render as render_connectors
 from include.cli.command import command
 from include.registry import load_registry
 from include.settings import Settings
@@ -40,12 +42,16 @@ def _health_arguments(health: argparse.ArgumentParser) -> None:
                         help="also rebuild the pipeline-health report (as the DAGs' health_report task does)")
 
 
-@command("health", "each job's batches, status and health problems", _health_arguments, reports=True)
+@command("health", "each job's batches, status and health problems; each CDC connector's and its slot's",
+         _health_arguments, reports=True)
 def health(settings: Settings, args: argparse.Namespace) -> int:
     from include.ops import health_report
 
     registry = load_registry(settings.registry_path)
     sys.stdout.write(health_report.render_table(health_report.health_rows(settings, registry)) + "\n")
+    connectors = cdc_health(settings, registry)
+    if connectors:
+        sys.stdout.write("\n" + render_connectors(connectors) + "\n")
     if args.report:
         sys.stdout.write(f"pipeline-health report: {health_report.build(settings, registry)}\n")
     return 0

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from include.cdc.health import cdc_health
 from include.ops.health import STATE_HEALTH, check_job
 from include.records.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry, Trigger
@@ -137,7 +138,8 @@ def render_table(rows: list[JobHealthRow]) -> str:
 
 def build(settings: Settings, registry: Registry) -> StoragePath:
     """(Re)write the report: index.html, an SVG per job that ran, and `health.json` (per job: batches, status,
-    problems and the series of each chart drawn); returns index.html."""
+    problems and the series of each chart drawn), `connectors.json` (the CDC connectors' health, when the registry has
+    `cdc:` sources); returns index.html."""
     directory = settings.layout.health_report
     directory.mkdir(parents=True, exist_ok=True)
     progress = progress_by_job(settings)
@@ -164,6 +166,10 @@ def build(settings: Settings, registry: Registry) -> StoragePath:
                         f"{flag}{body}</section>")
         data[job_id] = {"batches": len(rows), "status": health.status, "problems": list(health.problems),
                         "charts": charts}
+    connectors = cdc_health(settings, registry)
+    sections.append(_connectors_section(connectors))
+    if connectors:
+        (directory / "connectors.json").write_text(json.dumps(connectors, indent=1))
     built = datetime.now(UTC).isoformat(timespec="seconds")
     index = directory / "index.html"
     page = f"""<!doctype html>
@@ -185,3 +191,14 @@ and rows dropped (jobs with a watermark, once they have one). The data drawn: <a
     log.info("pipeline-health report: %s", index)
     return index
 
+
+def _connectors_section(connectors: dict[str, dict]) -> str:
+    """The CDC connectors' section (include/cdc/health.py): their state, their slots, their problems; "" without."""
+    if not connectors:
+        return ""
+    rows = "".join(f'<tr class="{"warning" if c["status"] != "ok" else ""}"><td>{html.escape(name)}</td>'
+                   f"<td>{html.escape(c['summary'])}</td><td>{html.escape('; '.join(c['problems']) or '-')}</td></tr>"
+                   for name, c in connectors.items())
+    return ('<section id="cdc-connectors"><h2>Change data capture</h2><p>Debezium\'s connectors on the Kafka Connect '
+            "worker and their replication slots (<code>lakehouse cdc status</code>).</p>"
+            f"<table><tr><th>connector</th><th>state</th><th>problems</th></tr>{rows}</table></section>")
