@@ -16,7 +16,8 @@ from include.registry import load_registry
 from include.settings import Settings, load_settings
 from tests.support.kafka import delete_topics
 
-pytest_plugins = ["tests.support.scheduling", "tests.support.cpu_profile"]  # how the workers share the suite; its CPU
+# how the workers share the suite; its CPU; the CDC chain's session fixture (`cdc_chain`)
+pytest_plugins = ["tests.support.scheduling", "tests.support.cpu_profile", "tests.support.cdc"]
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
 CLUSTER = "cluster"  # the cluster's tests: one unit, whatever their fixtures' scopes
 # The tests of a session's server share one worker, which starts it once (a broker, an S3 server: seconds of CPU to
 # start, and some while idle); the demo reads its payments from the broker, so its readers are the broker's too.
-SERVERS = {"kafka_broker": "kafka", "s3_server": "s3"}
+# The CDC chain (tests/support/cdc.py) runs on the broker: its tests are the broker's too.
+SERVERS = {"kafka_broker": "kafka", "s3_server": "s3", "cdc_chain": "kafka"}
 GROUPS_FILE = "xdist-units.json"  # {"groups": {node id: group}, "seconds": {unit: seconds}}, for the controller
 
 
