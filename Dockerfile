@@ -1,6 +1,7 @@
-# One image for Airflow, Spark and the S3 server: Python 3.11, Java 17, the pinned requirements (and SeaweedFS's `weed`,
-# pinned by hash), this project and Delta Lake's, Spark's Kafka connector's and Hadoop's S3A JVM jars (the same pinned
-# artifacts as include/jars/pom.xml) in LAKEHOUSE_JARS_DIR.
+# One image for Airflow, Spark, the S3 server and the Kafka Connect worker: Python 3.11, Java 17, the pinned requirements
+# (and SeaweedFS's `weed`, pinned by hash), this project and Delta Lake's, Spark's Kafka connector's and Hadoop's S3A
+# JVM jars (the same pinned artifacts as include/jars/pom.xml) in LAKEHOUSE_JARS_DIR, Kafka Connect's and Debezium's
+# (include/jars/kafka-connect.pom.xml) in LAKEHOUSE_CONNECT_JARS_DIR.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -9,7 +10,8 @@ RUN apt-get update \
 
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PYSPARK_PYTHON=/usr/local/bin/python \
-    LAKEHOUSE_JARS_DIR=/opt/lakehouse/jars
+    LAKEHOUSE_JARS_DIR=/opt/lakehouse/jars \
+    LAKEHOUSE_CONNECT_JARS_DIR=/opt/lakehouse/connect
 
 WORKDIR /opt/lakehouse/app
 COPY requirements.txt .
@@ -45,6 +47,15 @@ RUN cd /opt/lakehouse/jars \
     && curl -fsSLO "${CENTRAL}/software/amazon/awssdk/bundle/${AWS_SDK_VERSION}/bundle-${AWS_SDK_VERSION}.jar" \
     && curl -fsSLO "${CENTRAL}/software/amazon/s3/analyticsaccelerator/analyticsaccelerator-s3/${ANALYTICS_ACCELERATOR_VERSION}/analyticsaccelerator-s3-${ANALYTICS_ACCELERATOR_VERSION}.jar" \
     && python /tmp/slim_aws_bundle.py "bundle-${AWS_SDK_VERSION}.jar" && rm /tmp/slim_aws_bundle.py
+
+# Kafka Connect's and Debezium's jars for `lakehouse cdc serve` (the worker), from the same pom `make` copies them with,
+# in their own directory: never on Spark's classpath.
+COPY include/jars/kafka-connect.pom.xml /tmp/kafka-connect.pom.xml
+RUN apt-get update && apt-get install -y --no-install-recommends maven \
+    && mvn -q -B -f /tmp/kafka-connect.pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+       -DoutputDirectory=/opt/lakehouse/connect \
+    && rm -rf /root/.m2 /tmp/kafka-connect.pom.xml && apt-get purge -y maven && apt-get autoremove -y \
+    && rm -rf /var/lib/apt/lists/*
 
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e .

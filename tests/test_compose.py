@@ -231,3 +231,28 @@ def test_ports_chosen_by_processes_at_once_never_coincide():
             chooser.stdin.close()
             chooser.wait(timeout=120)
     assert len(first) == len(second) == 300 and not first & second, sorted(first & second)
+
+
+def test_the_cdc_services_run_the_chain_as_lakehouse_cdc_does():
+    """The captured database with logical decoding and the demo's tables (include/cdc/shop.sql), a Connect worker
+    started as `lakehouse cdc serve` with the image's jars from the same pom, and `lakehouse cdc up` once both answer,
+    on the URLs every service shares."""
+    from include.addresses import http_host_port, postgres_address
+    from include.cdc.database import LOCAL_DATABASE
+
+    services = load_compose()["services"]
+    env = services["airflow-scheduler"]["environment"]
+    database = postgres_address(env["LAKEHOUSE_CDC_DATABASE_URL"], "LAKEHOUSE_CDC_DATABASE_URL")
+    cdc_postgres = services[database.host]
+    assert {"wal_level=logical", "max_replication_slots=10", "max_wal_senders=10"} <= set(cdc_postgres["command"])
+    assert cdc_postgres["environment"] == {"POSTGRES_USER": database.user, "POSTGRES_PASSWORD": database.password,
+                                           "POSTGRES_DB": database.database} and database.database == LOCAL_DATABASE
+    assert "./include/cdc/shop.sql:/docker-entrypoint-initdb.d/shop.sql:ro" in cdc_postgres["volumes"]
+    host, port = http_host_port("LAKEHOUSE_CONNECT_URL", env["LAKEHOUSE_CONNECT_URL"])
+    assert services[host]["command"] == ["lakehouse", "cdc", "serve"] and f"{port}:{port}" in services[host]["ports"]
+    assert services[host]["environment"] is env and "kafka" in services[host]["depends_on"]
+    assert services["cdc-init"]["command"] == ["lakehouse", "cdc", "up"]
+    assert set(services["cdc-init"]["depends_on"]) == {host, database.host}
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "LAKEHOUSE_CONNECT_JARS_DIR=/opt/lakehouse/connect" in dockerfile
+    assert "-f /tmp/kafka-connect.pom.xml dependency:copy-dependencies -DincludeScope=runtime" in dockerfile

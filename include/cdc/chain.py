@@ -61,9 +61,14 @@ def down(settings: Settings, registry: Registry, bootstrap: str, purge: bool = F
     worker and the local database."""
     lines = _purge(settings, bootstrap) if purge else _kept_slots(settings)
     lines.append(connect.down(settings))
-    if database.is_local(settings):
-        lines.append(database.stop_local(settings) or "the local CDC database was not running")
-    return lines
+    return lines + stop_local_database(settings)
+
+
+def stop_local_database(settings: Settings) -> list[str]:
+    """The local database stopped, when it is the one captured (a line); nothing for a team's."""
+    if not database.is_local(settings):
+        return []
+    return [database.stop_local(settings) or "the local CDC database was not running"]
 
 
 def _purge(settings: Settings, bootstrap: str) -> list[str]:

@@ -81,7 +81,8 @@ def _cluster_arguments(cluster: argparse.ArgumentParser) -> None:
 
 
 @command("cluster", "the production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone "
-                    "master and workers, Kafka", _cluster_arguments, needs_root=False, reports=True)
+                    "master and workers, Kafka, and the CDC chain when the registry captures a database",
+         _cluster_arguments, needs_root=False, reports=True)
 def cluster(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.cluster_command == "up":

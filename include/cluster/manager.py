@@ -11,12 +11,15 @@ from dataclasses import dataclass, replace
 
 from include.airflow.environment import run_airflow, setup_steps
 from include.catalog import metastore
+from include.cdc import chain, connect
+from include.cdc.database import CdcError, CdcRefused
 from include.cluster import airflow_services, postgres, spark_standalone
 from include.cluster.postgres import ClusterError
 from include.cluster.topology import AIRFLOW_USER, HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology, topology
 from include.daemons import port_taken
 from include.kafka import broker
 from include.objectstore import server
+from include.registry import load_registry
 from include.settings import Settings
 from include.storage.s3 import kept_credentials
 
@@ -84,6 +87,7 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
         _up_postgres(started)
         _up_catalog(started)
         kafka_started = _up_kafka(started)
+        _up_cdc(started)
         _up_spark(started)
         _up_airflow(started)
     except Exception:
@@ -92,7 +96,8 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
     state = {"workers": workers, "lakehouse_root": str(settings.root), "storage": storage,
              "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started")),
              "storage_started": "s3" in started.parts or bool(recorded and recorded.get("storage_started")),
-             "catalog_started": "catalog" in started.parts or bool(recorded and recorded.get("catalog_started"))}
+             "catalog_started": "catalog" in started.parts or bool(recorded and recorded.get("catalog_started")),
+             "cdc_started": "cdc" in started.parts or bool(recorded and recorded.get("cdc_started"))}
     top.state_file.write_text(json.dumps(state, indent=2) + "\n")
     info = status(settings)
     return [f"cluster up ({', '.join(started.parts) or 'everything was already running'} started)",
@@ -172,6 +177,22 @@ def _up_kafka(started: Started) -> bool:
     return made
 
 
+def _up_cdc(started: Started) -> None:
+    """The change data capture chain (include/cdc) when the registry captures a database (`cdc:` sources): its
+    database (the local one unless LAKEHOUSE_CDC_DATABASE_URL names one), the Connect worker on the cluster's broker,
+    a publication and a connector per logical database."""
+    settings, registry = started.settings, load_registry(started.settings.registry_path)
+    if not registry.cdc_sources():
+        return
+    worker_ran = connect.answers(settings.connect_url)
+    try:
+        chain.up(settings, registry, settings.kafka_bootstrap)
+    except (CdcError, CdcRefused) as exc:
+        raise ClusterError(f"cdc: {exc}") from exc
+    if not worker_ran:
+        started.parts.append("cdc")
+
+
 def _up_spark(started: Started) -> None:
     top = started.top
     master = spark_standalone.master_daemon(top)
@@ -219,13 +240,14 @@ def _up_airflow(started: Started) -> None:
 
 
 def down(settings: Settings) -> list[str]:
-    """Stop every part, Airflow first (no new tasks), then Spark, Kafka (when `up` started it), PostgreSQL last.
-    Data stays: the lakehouse, PostgreSQL's data, the broker's topics."""
+    """Stop every part, Airflow first (no new tasks), then Spark, the CDC chain (when `up` started it), Kafka (likewise),
+    PostgreSQL last. Data stays: the lakehouse, PostgreSQL's data, the broker's topics, the replication slots."""
     top = topology(settings)
     state = read_state(top) or {}
     parts = [f"airflow-{c}" for c in airflow_services.COMPONENTS]
     parts += [f"spark-worker-{n}" for n in range(1, int(state.get("workers") or _recorded_workers(top)) + 1)]
     parts += ["spark-master"] + (["catalog"] if state.get("catalog_started") else [])
+    parts += ["cdc"] if state.get("cdc_started") else []
     parts += (["kafka"] if state.get("kafka_started") else []) + ["postgres"]
     parts += ["s3"] if state.get("storage_started") else []
     settings = cluster_settings(settings)
@@ -242,7 +264,7 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
     """Stop `parts` in the cluster's stop order; the ones that ran."""
     order = ([f"airflow-{c}" for c in ("history", "scheduler", "triggerer", "dag-processor", "api-server")]
              + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
-             + ["spark-master", "catalog", "kafka", "postgres", "s3"])
+             + ["spark-master", "cdc", "catalog", "kafka", "postgres", "s3"])
     stopped = []
     for part in (p for p in order if p in parts):
         if part == "postgres":
@@ -251,6 +273,9 @@ def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
             ran = "stopped" in server.down(settings)
         elif part == "catalog":
             ran = metastore.down(settings).startswith("catalog stopped")
+        elif part == "cdc":  # the worker and the local database; the slots stay (`lakehouse cdc down --purge`)
+            ran = connect.down(settings).startswith("Kafka Connect worker stopped")
+            chain.stop_local_database(settings)
         elif part == "kafka":
             ran = broker.running_pid(broker.BrokerFiles(settings.layout.kafka)) is not None
             broker.down(settings)
@@ -304,6 +329,8 @@ def status(settings: Settings) -> dict:
         parts[f"spark-worker-{number}"] = {"address": f"{HOST}:{port}", "up": str(port) in alive}
     kafka_up = broker.answers(settings.kafka_bootstrap, timeout=2.0)
     parts["kafka"] = {"address": settings.kafka_bootstrap, "up": kafka_up}
+    if state.get("cdc_started"):
+        parts["cdc"] = {"address": settings.connect_url, "up": connect.answers(settings.connect_url, timeout=2.0)}
 
     catalog = metastore.status(catalog_settings(settings, top) if keys else settings)
     parts["catalog"] = {"address": catalog["uri"], "up": catalog["up"]}
