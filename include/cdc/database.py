@@ -11,7 +11,6 @@ psycopg2 is imported inside functions: the preflight imports this module (:func:
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from include.daemons import port_taken
 from include.daemons.postgres import HOST, LocalPostgres, PostgresError
 from include.registry import SourceSpec
 from include.settings import Settings
+from include.storage.files import kept_secrets
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +45,8 @@ class CdcRefused(ValueError):
 
 def _secrets(settings: Settings) -> dict[str, str]:
     """The local database's passwords (its superuser's, the `lakehouse` role's), made once, kept owner-only."""
-    path = settings.layout.cdc / "secrets.json"
-    kept = json.loads(path.read_text()) if path.exists() else {}
-    if {"postgres_password", "lakehouse_password"} <= set(kept):
-        return kept
-    made = {"postgres_password": secrets.token_urlsafe(18), "lakehouse_password": secrets.token_urlsafe(18), **kept}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".secrets.json.tmp")
-    tmp.write_text(json.dumps(made, indent=2))
-    tmp.chmod(0o600)
-    tmp.replace(path)
-    return made
+    return kept_secrets(settings.layout.cdc / "secrets.json", {"postgres_password": lambda: secrets.token_urlsafe(18),
+                                                                "lakehouse_password": lambda: secrets.token_urlsafe(18)})
 
 
 def local_server(settings: Settings) -> LocalPostgres:
@@ -120,19 +111,8 @@ def ensure_local(settings: Settings) -> tuple[bool, str]:
 
 def _ensure_shop(settings: Settings, server: LocalPostgres) -> None:
     """The `lakehouse` role (LOGIN REPLICATION), the `shop` database it owns, and shop.sql's tables (idempotent)."""
-    password = _secrets(settings)["lakehouse_password"]
-    conn = server.connect()
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (LOCAL_USER,))
-            if cur.fetchone() is None:
-                cur.execute(f"CREATE ROLE {LOCAL_USER} LOGIN REPLICATION PASSWORD %s", (password,))
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (LOCAL_DATABASE,))
-            if cur.fetchone() is None:
-                cur.execute(f"CREATE DATABASE {LOCAL_DATABASE} OWNER {LOCAL_USER} ENCODING 'UTF8' TEMPLATE template0")
-    finally:
-        conn.close()
+    server.ensure_owned_database(LOCAL_USER, _secrets(settings)["lakehouse_password"], LOCAL_DATABASE,
+                                 replication=True)
     conn = connect(address(settings))
     try:
         with conn.cursor() as cur:
@@ -193,7 +173,8 @@ def table_problem(cur, database: PostgresAddress, source: SourceSpec) -> str | N
 
 
 def refuse_unless_capturable(settings: Settings, sources: Iterable[SourceSpec]) -> None:
-    """CdcRefused with the first problem of the database or of a source's table (nothing is created before)."""
+    """CdcRefused naming, in one line, every problem of the database and of the sources' tables (before anything is
+    created); CdcError when the database does not answer."""
     database = address(settings)
     reason = why_not_answering(database)
     if reason is not None:
@@ -206,7 +187,7 @@ def refuse_unless_capturable(settings: Settings, sources: Iterable[SourceSpec]) 
     finally:
         conn.close()
     if problems:
-        raise CdcRefused(problems[0] + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""))
+        raise CdcRefused("; ".join(problems))
 
 
 def check_source(settings: Settings, source: SourceSpec) -> str | None:

@@ -89,18 +89,12 @@ def ensure_database(top: Topology) -> None:
     """Airflow's user and database, and the catalog's (each owned by its user, so that it may create tables in
     `public`)."""
     keys = top.secrets()
+    server(top).ensure_owned_database(POSTGRES_USER, keys["airflow_db_password"], POSTGRES_DATABASE)
+    server(top).ensure_owned_database(METASTORE_USER, keys["metastore_db_password"], METASTORE_DATABASE)
     conn = connect(top)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            for user, password, database in ((POSTGRES_USER, keys["airflow_db_password"], POSTGRES_DATABASE),
-                                             (METASTORE_USER, keys["metastore_db_password"], METASTORE_DATABASE)):
-                cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,))
-                if cur.fetchone() is None:
-                    cur.execute(f"CREATE ROLE {user} LOGIN PASSWORD %s", (password,))
-                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
-                if cur.fetchone() is None:
-                    cur.execute(f"CREATE DATABASE {database} OWNER {user} ENCODING 'UTF8' TEMPLATE template0")
             cur.execute(AIRFLOW_IDLE_TRANSACTIONS.format(user=POSTGRES_USER))
     finally:
         conn.close()

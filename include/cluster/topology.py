@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from include.settings import Settings
+from include.storage.files import kept_secrets
 
 HOST = "127.0.0.1"
 SPARK_MASTER_PORT = 7077
@@ -106,25 +107,14 @@ class Topology:
 
     def secrets(self) -> dict[str, str]:
         """Passwords and keys, each made once and kept in secrets.json (readable by this user only)."""
-        path = self.home / "secrets.json"
-        kept = json.loads(path.read_text()) if path.exists() else {}
-        makers = {
+        return kept_secrets(self.home / "secrets.json", {
             "postgres_password": lambda: secrets.token_urlsafe(18),
             "airflow_db_password": lambda: secrets.token_urlsafe(18),
             "airflow_password": lambda: secrets.token_urlsafe(12),
             "jwt_secret": lambda: secrets.token_urlsafe(32),
             "fernet_key": lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
             "metastore_db_password": lambda: secrets.token_urlsafe(18),  # a cluster made before the catalog lacks it
-        }
-        if set(makers) <= set(kept):
-            return kept
-        made = {**{key: make() for key, make in makers.items()}, **kept}
-        self.home.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(".secrets.json.tmp")
-        tmp.write_text(json.dumps(made, indent=2))
-        tmp.chmod(0o600)
-        tmp.replace(path)
-        return made
+        })
 
     def database_url(self) -> str:
         password = self.secrets()["airflow_db_password"]

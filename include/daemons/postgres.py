@@ -145,6 +145,23 @@ class LocalPostgres:
                                 password=self.password if password is None else password, dbname=database,
                                 connect_timeout=3)
 
+    def ensure_owned_database(self, user: str, password: str, database: str, replication: bool = False) -> None:
+        """The role `user` (LOGIN, REPLICATION too when asked) and the database it owns (UTF-8), made unless they
+        exist: it may create tables in `public`."""
+        conn = self.connect()
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,))
+                if cur.fetchone() is None:
+                    cur.execute(f"CREATE ROLE {user} LOGIN{' REPLICATION' if replication else ''} PASSWORD %s",
+                                (password,))
+                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+                if cur.fetchone() is None:
+                    cur.execute(f"CREATE DATABASE {database} OWNER {user} ENCODING 'UTF8' TEMPLATE template0")
+        finally:
+            conn.close()
+
     def answers(self) -> bool:
         """It accepts the superuser's connection."""
         try:
