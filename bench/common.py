@@ -32,7 +32,7 @@ def good_rows(stream, job):
     the filter from being pushed below the parse, which would parse every line again for each clause."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.transforms import QUARANTINE_REASON
+    from spark_jobs.json_values import QUARANTINE_REASON
 
     if job.sink.quarantine_table:
         stream = stream.observe("lines", F.count(F.lit(1))).where(F.col(QUARANTINE_REASON).isNull())

@@ -1,6 +1,7 @@
 """Batch hooks: a seam to observe a job's batches at its commit points (no-op unless installed).
 
-Points: ``before_commit`` (batch computed, Delta not yet written), ``after_commit`` (Delta written,
+Points: ``before_commit`` (batch computed, Delta not yet written), ``between_tables`` (a job writing two tables
+with MERGE, spark_jobs/cdc_sink.py: the first written, the second not yet), ``after_commit`` (Delta written,
 Spark's commit log not yet) and ``between_batches`` (batch fully committed, next not started); and in a
 checkpoint action, ``before_step`` and ``after_step`` (its effect applied, the journal not yet updated), with
 the step's index in place of the batch id. A hook is ``hook(job_id, point, batch_id)``. The entry point installs the hook named by
@@ -14,7 +15,7 @@ import importlib
 import logging
 from collections.abc import Callable
 
-POINTS = ("before_commit", "after_commit", "between_batches", "before_step", "after_step")
+POINTS = ("before_commit", "between_tables", "after_commit", "between_batches", "before_step", "after_step")
 BatchHook = Callable[[str, str, int], None]
 
 log = logging.getLogger(__name__)

@@ -21,17 +21,18 @@ from include.checkpoints.kafka_offsets import batch_offsets, skipped_offsets
 from include.records import batch_ledger
 from include.records.alerts import record_alert
 from include.registry import QUARANTINE_SCHEMA, JobSpec
+from include.registry.cdc import ApplyChanges
 from include.settings import Settings
-from include.spark_session import session_confs
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks, landing
+from spark_jobs.cdc_sink import write_changes
+from spark_jobs.delta_txn import recorded
+from spark_jobs.json_values import QUARANTINE_REASON, RAW_LINE
 from spark_jobs.schemas import spark_schema, spark_type
-from spark_jobs.transforms import QUARANTINE_REASON, RAW_LINE, parse_json
+from spark_jobs.transforms import parse_json
 
 log = logging.getLogger(__name__)
 
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
 def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None = None,
@@ -40,7 +41,6 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
     lease check, :meth:`include.records.lease.Lease.check`) raises when this process may no longer commit: it is called
     before each table's commit and once the batch is written, before Spark commits the batch in its checkpoint."""
     checkpoint = settings.layout.checkpoint(job.id)
-    sink = job.sink
     guard = guard or (lambda: None)
     handles = delta_store.TableHandles()  # this run's tables, read on each batch
 
@@ -55,24 +55,11 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
             written_batch, rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # fills the cache
             report_data_loss(settings, job, batch, batch_id, app_id)
             batch_hooks.fire(job.id, "before_commit", batch_id)
-            gained, versions = {}, {}
-            for table, rows in routes(job, written_batch, unread):
-                location = settings.layout.table(table)
-                committed, versions[table] = delta_store.batch_check(location, app_id, handles)
-                if not rows_per_table.get(table):
-                    continue
-                if committed is not None and committed >= batch_id:  # a replay: Delta would skip it anyway
-                    log.info("job=%s batch %d: %s already holds it (a replay): not written again", job.id, batch_id,
-                             table)
-                    continue
-                guard()
-                if table == sink.table and sink.mode == "update":
-                    merge(rows, str(location), sink.merge_keys, app_id, batch_id)
-                    versions[table] = handles.latest(location).version()
-                else:
-                    versions[table] = append_batch(rows.coalesce(sink.files_per_batch), str(location), app_id,
-                                                   batch_id, versions[table])
-                gained[table] = rows_per_table[table]
+            if isinstance(job.transform, ApplyChanges):  # its own MERGEs (spark_jobs/cdc_apply.py)
+                versions, gained = write_changes(settings, job, written_batch, batch_id, app_id, handles, guard)
+            else:
+                versions, gained = write_routes(settings, job, routes(job, written_batch, unread), rows_per_table,
+                                                batch_id, app_id, handles, guard)
             batch_ledger.record(settings, job.id, app_id, batch_id, versions)
             guard()  # Spark writes the batch's commit next: a holder that lost its lease does not
             if written is not None:
@@ -83,6 +70,32 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
             landing.reread_dir(settings, job.id, batch_id).rmtree()
 
     return write_batch
+
+
+def write_routes(settings: Settings, job: JobSpec, tables: list[tuple[str, DataFrame]], rows_per_table: dict[str, int],
+                 batch_id: int, app_id: str, handles: delta_store.TableHandles,
+                 guard: Callable[[], None]) -> tuple[dict[str, int], dict[str, int]]:
+    """Each table's rows of the batch appended (or upserted), once: (each table's version holding the batch, the rows
+    each gained)."""
+    sink = job.sink
+    gained, versions = {}, {}
+    for table, rows in tables:
+        location = settings.layout.table(table)
+        committed, versions[table] = delta_store.batch_check(location, app_id, handles)
+        if not rows_per_table.get(table):
+            continue
+        if committed is not None and committed >= batch_id:  # a replay: Delta would skip it anyway
+            log.info("job=%s batch %d: %s already holds it (a replay): not written again", job.id, batch_id, table)
+            continue
+        guard()
+        if table == sink.table and sink.mode == "update":
+            merge(rows, str(location), sink.merge_keys, app_id, batch_id)
+            versions[table] = handles.latest(location).version()
+        else:
+            versions[table] = append_batch(rows.coalesce(sink.files_per_batch), str(location), app_id, batch_id,
+                                           versions[table])
+        gained[table] = rows_per_table[table]
+    return versions, gained
 
 
 def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: int, app_id: str) -> None:
@@ -121,7 +134,7 @@ def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_
 
     spark = rows.sparkSession  # the streaming query's own session: the confs touch no other writer
     condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    with session_confs(spark, {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id)}):
+    with recorded(spark, app_id, batch_id):
         (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), condition)
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 

@@ -21,6 +21,7 @@ from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
+from include.registry.cdc import ApplyChanges
 from include.registry.columns import delta_widens, type_name
 from include.settings import Settings
 from include.storage.delta import (  # reader-writer table features: the protocol rises
@@ -228,6 +229,9 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
                  evolve=True, renamed=edits.renamed if edits else None, dropped=edits.dropped if edits else ())
     if sink.quarantine_table:
         ensure_table(spark, settings.layout.table(sink.quarantine_table), QUARANTINE_SCHEMA, (), sink.properties)
+    deletes = job.transform.deletes_table(sink.table) if isinstance(job.transform, ApplyChanges) else None
+    if deletes:  # a type 1 job's deleted keys (include/registry/cdc.py)
+        ensure_table(spark, settings.layout.table(deletes), registry.table_schemas[deletes], evolve=True)
     register_or_warn(spark, settings, [NamedTable(catalog_name(t), settings.layout.table(t))
                                         for t in job.tables_written()] + ops_tables(settings))
 

@@ -32,7 +32,7 @@ from include.spark_session import RESCUED_FIELDS_FUNCTION, session_confs
 from include.storage import delta as delta_store
 from spark_jobs import strict_json
 from spark_jobs.delta_tables import appends_opened
-from spark_jobs.transforms import json_fields, typed_value
+from spark_jobs.json_values import json_fields, typed_value
 
 log = logging.getLogger(__name__)
 

@@ -10,24 +10,30 @@ from functools import reduce
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from include.checkpoints.plan import delta_start_options
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import starting_options
 from include.registry import PROCESSORS, RESCUED_COLUMN, JobSpec, SourceSpec
 from include.settings import Settings
-from include.spark_session import RESCUED_FIELDS_FUNCTION
 from include.storage.paths import StoragePath
 from spark_jobs import landing, strict_json
+from spark_jobs.cdc_apply import changes
+from spark_jobs.cdc_parse import parse_changes
+from spark_jobs.json_values import (
+    KAFKA_COORDINATES,
+    QUARANTINE_REASON,
+    RAW_LINE,
+    field_reasons,
+    json_fields,
+    kafka_coordinates,
+    raw_line,
+    rescued_fields,
+    typed_value,
+)
 from spark_jobs.schemas import spark_schema, spark_type
 
 log = logging.getLogger(__name__)
-
-QUARANTINE_REASON = "_quarantine_reason"
-RAW_LINE = "raw_line"
-TEXT_TIME_TYPES = ("timestamp", "date")  # read from JSON as text, then parsed (an unparseable one: quarantined)
-BASE64_PREFIX = "base64:"  # raw_line of an `invalid_utf8` quarantine row: the line's bytes, base64-encoded
 
 def source_stream(spark: SparkSession, settings: Settings, source: SourceSpec,
                   starting: dict[str, str] | None = None, available_now: bool = False,
@@ -145,7 +151,10 @@ def kafka_stream(reader, settings: Settings, source: SourceSpec, max_offsets: in
 def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     """Typed rows plus the raw line and a quarantine reason (null when the line is good): not UTF-8, what a strict
     JSON parse finds (spark_jobs.strict_json), a value Spark cannot read into its column, a missing required
-    field, an unparseable time. A landing line's rows name its file; a Kafka message's its coordinates."""
+    field, an unparseable time. A landing line's rows name its file; a Kafka message's its coordinates. A CDC
+    source's messages are Debezium's change events (spark_jobs/cdc_parse.py)."""
+    if job.source.cdc is not None:
+        return parse_changes(raw, job)
     schema, renamed = job.source.schema, job.source.renamed_from
     read = {**schema, **{old: schema[new] for new, old in renamed.items()}}  # a line may still carry a former name
     kafka = job.source.kind == "kafka"
@@ -153,7 +162,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     # Lines that are not UTF-8 keep their exact bytes, escaped, so that every reader of the quarantine can read it.
     utf8 = F.coalesce(F.is_valid_utf8(text), F.lit(True))
     parsed = raw.select(
-        F.when(utf8, text).otherwise(F.concat(F.lit(BASE64_PREFIX), F.base64(text.cast("binary")))).alias(RAW_LINE),
+        raw_line(text, utf8).alias(RAW_LINE),
         *(kafka_coordinates() if kafka else [F.col("_metadata.file_path").alias("_source_file")]),
         F.current_timestamp().alias("_ingested_at"),
         json_fields(text, read).alias("j"),
@@ -171,11 +180,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     reason = F.when(F.col(RAW_LINE).isNull(), F.lit("empty_message")).when(~F.col("_utf8"), F.lit("invalid_utf8")).when(
         F.col("_strict").isNotNull(), F.col("_strict")).when(
         F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type"))
-    for column in job.source.required:
-        reason = reason.when(field(column).isNull(), F.lit(f"missing_{column}"))
-    for column, ctype in schema.items():
-        if ctype in TEXT_TIME_TYPES:
-            reason = reason.when(field(column).isNotNull() & typed[column].isNull(), F.lit(f"unparseable_{column}"))
+    reason = field_reasons(reason, field, schema, job.source.required, typed)
     provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
@@ -186,46 +191,6 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
         reason.alias(QUARANTINE_REASON),
         landing.LINE_BYTES,
     )
-
-
-def json_fields(text: Column, schema: dict[str, str]) -> Column:
-    """`text` (one JSON object) parsed by Spark's reader as bronze reads a line: a struct of `schema`'s columns (times
-    as their text: :func:`typed_value` parses them) and ``_corrupt_record`` (set when a value does not fit its type)."""
-    json_schema = T.StructType(
-        [T.StructField(c, T.StringType() if t in TEXT_TIME_TYPES else spark_type(t)) for c, t in schema.items()]
-        + [T.StructField("_corrupt_record", T.StringType())]
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record", **strict_json.SPARK_OPTIONS}
-    return F.from_json(text, json_schema, options)
-
-
-def typed_value(value: Column, ctype: str) -> Column:
-    """A value :func:`json_fields` read, in its column's type (an unparseable time or date: null)."""
-    if ctype == "timestamp":
-        return F.try_to_timestamp(value)
-    if ctype == "date":
-        return value.try_cast("date")
-    return value
-
-
-def rescued_fields(text: Column, schema: dict[str, str]) -> Column:
-    """The line's top-level fields that `schema` does not name, as one JSON object with their values as sent (null
-    when there are none, and for a line that is not a JSON object). Names are matched exactly, as the typed columns
-    are read: `Device` is not `device`. One pass of Jackson in the JVM (spark_jobs/jvm/lakehouse/RescuedFields.java):
-    Spark's own `from_json` into a map of variants made the bronze parse three times as costly
-    (bench/rescued_cost.py)."""
-    return F.call_udf(RESCUED_FIELDS_FUNCTION, text.cast("binary"), F.lit(",".join(schema)))
-
-
-KAFKA_COORDINATES = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
-
-
-def kafka_coordinates() -> list[Column]:
-    """A message's topic, partition, offset and timestamp, and the same as a quarantine row's `_source_file`."""
-    return [F.col("topic").alias("_kafka_topic"), F.col("partition").alias("_kafka_partition"),
-            F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
-            F.concat_ws("/", F.concat(F.lit("kafka:"), F.col("topic")), F.col("partition").cast("string"),
-                        F.col("offset").cast("string")).alias("_source_file")]
 
 
 def deduplicate(stream: DataFrame, job: JobSpec) -> DataFrame:
@@ -355,7 +320,7 @@ def running_aggregate(stream: DataFrame, job: JobSpec) -> DataFrame:
 
 SINGLE_STREAM_KINDS: dict[str, Callable[[DataFrame, JobSpec], DataFrame]] = {
     "parse_json": parse_json, "deduplicate": deduplicate, "window_aggregate": window_aggregate,
-    "session_aggregate": session_aggregate, "running_aggregate": running_aggregate,
+    "session_aggregate": session_aggregate, "running_aggregate": running_aggregate, "apply_changes": changes,
 }  # the kinds built from the source stream alone (a join reads a second stream; a processor, a seed table)
 
 

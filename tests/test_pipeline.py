@@ -253,7 +253,8 @@ def strict_json_reason(line: str) -> str | None:
 
 @pytest.mark.spark
 def test_each_odd_line_gets_its_quarantine_reason(spark, registry, tmp_path):
-    from spark_jobs.transforms import QUARANTINE_REASON, parse_json
+    from spark_jobs.json_values import QUARANTINE_REASON
+    from spark_jobs.transforms import parse_json
 
     good = '"event_id": "e1", "user_id": "u1", "event_type": "view", "value": 1.5'
     at = '"event_time": "2026-01-01T00:00:00Z"'

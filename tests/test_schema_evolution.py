@@ -661,7 +661,7 @@ def test_a_renamed_and_a_dropped_field_evolve_the_chain_in_place_without_reading
 def test_the_rescued_column_keeps_other_fields_whole_and_names_exactly(spark):
     from pyspark.sql import functions as F
 
-    from spark_jobs.transforms import rescued_fields
+    from spark_jobs.json_values import rescued_fields
 
     schema = {"event_id": "string", "value": "double", "event_time": "timestamp"}
     lines = {

@@ -30,31 +30,27 @@ The plan's mode is the most demanding one among the changes.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
 from include import checkpoints
+from include.checkpoints.changes import TRANSFORM_REBUILT, schema_change, transform_change
 from include.checkpoints.journal import pending_for_checkpoint
 from include.checkpoints.kafka_offsets import check_checkpoint
 from include.kafka.broker import BrokerError
 from include.kafka.connection import bootstrap_servers
 from include.registry import (
     PROCESSORS,
-    Deduplicate,
     JobSpec,
-    ParseJson,
     Registry,
     StatefulProcess,
     StreamJoin,
-    delta_widens,
 )
 from include.settings import Settings
 from include.storage.paths import StoragePath
 
 MODES = ("resume", "evolve", "repartition", "reset-checkpoint", "full-refresh")
 STARTABLE = ("resume", "evolve")  # a job starts on these plans (it applies `evolve` itself)
-PASS_THROUGH_KINDS = (ParseJson.kind, Deduplicate.kind)  # their state (none; the dedup keys) holds no other column
 PENDING = "action pending"  # an unfinished checkpoint action names the job (include.checkpoints.journal)
 FINGERPRINT_FILE = "lakehouse_fingerprint.json"
 START_FILE = "lakehouse_start.json"  # where a reset checkpoint's Delta sources start
@@ -65,7 +61,7 @@ KAFKA_POSITIONS = "--from-earliest|--from-latest|--from-timestamp T"
 # fingerprint field -> (mode its change needs, why)
 FIELDS: dict[str, tuple[str, str]] = {
     "kind": ("full-refresh", "the transform kind decides what the state holds"),
-    "transform": ("full-refresh", "keys, windows, gap, join or aggregations shape the state and the rows"),
+    "transform": ("full-refresh", TRANSFORM_REBUILT),
     "watermarks": ("full-refresh", "the watermark decides which rows are dropped as late and when state is evicted"),
     "output_schema": ("full-refresh", "the state and the sink table hold rows of this schema"),
     "sink": ("full-refresh", "the sink table, its mode, merge keys or partitioning changed"),
@@ -241,95 +237,6 @@ def _field_change(job: JobSpec, name: str, before: Any, after: Any) -> tuple[str
     if name == "transform":
         return transform_change(job, before, after)
     return FIELDS[name]
-
-
-# Readers of a table whose type was widened in place: its protocol rises (reader 3, writer 7, feature typeWidening)
-WIDENING_READERS = ("the table's protocol rises to Delta's typeWidening feature: Spark with Delta 4.0 or later and "
-                    "the product's reader read it; delta-rs (the `deltalake` package, 1.6) and older Delta clients "
-                    "can no longer read it")
-# Readers of a table whose columns were renamed or dropped in place: column mapping (name mode), reader 2, writer 5+
-MAPPING_READERS = ("column mapping (name mode) is enabled on the table: its protocol rises to Delta's columnMapping "
-                   "feature; Spark with Delta 1.2 or later and the product's reader read it; delta-rs (the `deltalake` "
-                   "package, 1.6) reads it through its DataFusion engine but not its Arrow reader (`to_pyarrow_table`), "
-                   "and a streaming reader needs a schema tracking location (the product's jobs set theirs)")
-
-
-def schema_change(job: JobSpec, before: dict[str, str] | None, after: dict[str, str]) -> tuple[str, str]:
-    """The mode (and why) of a change of the job's output schema from `before` (the checkpoint's) to `after`."""
-    if not isinstance(before, dict):
-        return "full-refresh", "the checkpoint records no output schema to compare with"
-    renamed = {new: old for new, old in job.renamed_columns.items() if old in before and new not in before}
-    dropped = [c for c in before if c not in after and c not in renamed.values()]
-    added = [c for c in after if c not in before and c not in renamed]
-    was = {**before, **{new: before[old] for new, old in renamed.items()}}  # the types before, by today's names
-    retyped = [c for c in after if c in was and c not in added and was[c] != after[c]]
-    described = "; ".join(f"{c} {was[c]} -> {after[c]}" for c in retyped)
-    pass_through = job.transform.kind in PASS_THROUGH_KINDS
-    keys = set(getattr(job.transform, "keys", ()))
-    changed = ", ".join([*(f"{old} renamed to {new}" for new, old in renamed.items()),
-                         *(f"column {c} dropped" for c in dropped)])
-    if changed and not pass_through:
-        return "full-refresh", (f"{changed}: a {job.transform.kind} job's state and rows are shaped by its output "
-                                "columns: this job is rebuilt, not the jobs it reads")
-    if keyed := [c for c in renamed if c in keys]:
-        return "full-refresh", f"{changed}: the job's state is keyed on {', '.join(keyed)}"
-    if retyped:
-        reason = f"column type changed ({described}): the rows written hold the old type"
-        narrowing = [c for c in retyped if not delta_widens(was[c], after[c])]
-        if narrowing:
-            return "full-refresh", reason + f"; {', '.join(narrowing)}: not a change Delta's type widening makes in place"
-        if not pass_through:
-            return "full-refresh", reason + (f"; Delta widens it in place, but a {job.transform.kind} job's state "
-                                             "holds its output columns")
-        if keyed := [c for c in retyped if c in keys]:
-            return "full-refresh", reason + f"; Delta widens it in place, but the job's state is keyed on {', '.join(keyed)}"
-    if added and not pass_through:
-        return "full-refresh", (f"a {job.transform.kind} job's state and rows are shaped by its output columns "
-                                f"({', '.join(added)} added)")
-    done = [f"nullable column {', '.join(added)} added (rows written before read null)"] if added else []
-    if retyped:
-        done.append(f"{described} widened in place (Delta's type widening: no file rewritten; {WIDENING_READERS})")
-    if renamed:
-        done.append(f"{', '.join(f'{old} renamed to {new}' for new, old in renamed.items())} in place (the rows "
-                    "written before read under the new name)")
-    if dropped:
-        hint = (f"; renamed to {', '.join(added)}? declare `{added[0]}: {{type: {after[added[0]]}, renamed_from: "
-                f"{dropped[0]}}}` to keep its values" if added else "")
-        done.append(f"column {', '.join(dropped)} dropped in place (its files keep the values, no reader sees them"
-                    f"{hint})")
-    if renamed or dropped:
-        done.append(MAPPING_READERS)
-    return "evolve", (f"{'; '.join(done)}: the next start changes the sink table and resumes the checkpoint; "
-                      "nothing is read again")
-
-
-def transform_change(job: JobSpec, before: Any, after: Any) -> tuple[str, str]:
-    """The mode (and why) of a change of the job's transform: a column its inputs renamed, referred to by its new
-    name and not a key, is `evolve` (the state holds no column name); anything else rebuilds the state."""
-    renames = job.input_renames
-    if renames and isinstance(before, dict) and _renamed(before, renames) == after:
-        keys = [k for k in (*before.get("keys", ()), *(c for pair in before.get("join_keys", ()) for c in pair))
-                if k in renames]
-        if not keys:
-            used = ", ".join(f"{old} as {new}" for old, new in renames.items() if _renamed(before, {old: new}) != before)
-            return "evolve", (f"reads {used} (renamed upstream): the state holds no column name; the next start "
-                              "resumes the checkpoint, nothing is read again")
-        return "full-refresh", f"its state is keyed on {', '.join(keys)}, renamed to {', '.join(renames[k] for k in keys)}"
-    return FIELDS["transform"]
-
-
-def _renamed(value: Any, renames: dict[str, str]) -> Any:
-    """`value` (a fingerprint's transform) with each column name in `renames` replaced, also inside SQL expressions."""
-    if isinstance(value, dict):
-        return {k: _renamed(v, renames) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_renamed(v, renames) for v in value]
-    if isinstance(value, str):
-        if value in renames:
-            return renames[value]
-        for old, new in renames.items():
-            value = re.sub(rf"(?<![\w.'\"`]){re.escape(old)}(?![\w'\"`])", new, value)
-    return value
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from include.registry.specs import (
     MAX_SHUFFLE_PARTITIONS,
     Admission,
     Aggregation,
+    CdcTable,
     Deduplicate,
     JobSpec,
     JoinColumn,
@@ -55,7 +56,7 @@ from include.registry.specs import (
 )
 
 __all__ = [
-    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "KNOWN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "Aggregation", "ColumnType", "column_type", "delta_widens", "type_name", "Deduplicate",
+    "BRONZE_EXTRA_COLUMNS", "CHANGE_FEED_COLUMNS", "COLUMN_TYPES", "KNOWN_TYPES", "MAX_SHUFFLE_PARTITIONS", "PROCESSORS", "QUARANTINE_SCHEMA", "RESCUED_COLUMN", "ProcessorInfo", "Admission", "CdcTable", "Aggregation", "ColumnType", "column_type", "delta_widens", "type_name", "Deduplicate",
     "JobSpec", "JoinColumn", "MaintenanceSpec", "ParseJson", "QualitySpec", "Registry", "RegistryError", "ResourcesSpec", "RunningAggregate", "SessionAggregate",
     "SinkSpec", "SourceSpec", "StatefulProcess", "StateStoreSpec", "StreamJoin", "SupervisionSpec", "TransformSpec", "Trigger",
     "WindowAggregate", "build_registry", "load_registry", "parse_duration", "parse_size",

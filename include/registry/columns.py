@@ -114,6 +114,16 @@ KAFKA_BRONZE_COLUMNS: dict[str, str] = {
     "_kafka_timestamp": "timestamp",
     "_ingested_at": "timestamp",
 }
+# A CDC source's bronze rows: the row as the change left it (a delete: as it was), what Debezium says of the change,
+# and the message's coordinates (include/registry/cdc.py says what each means).
+CDC_COLUMNS: dict[str, str] = {
+    "_cdc_op": "string",
+    "_cdc_sequence": "string",
+    "_cdc_lsn": "long",
+    "_cdc_tx_id": "long",
+    "_cdc_commit_time": "timestamp",
+}
+CDC_BRONZE_COLUMNS: dict[str, str] = {**CDC_COLUMNS, **KAFKA_BRONZE_COLUMNS}
 # Columns Delta's change data feed adds to a table's rows (`read_change_feed: true`).
 CHANGE_FEED_COLUMNS: dict[str, str] = {
     "_change_type": "string",

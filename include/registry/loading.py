@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from include.registry.cdc import ApplyChanges
 from include.registry.columns import QUARANTINE_SCHEMA
 from include.registry.context import LoadContext
 from include.registry.graph import declared_tables, dependency_order
@@ -111,6 +112,9 @@ def build_registry(raw: Any, path: Path | None = None) -> Registry:
             ctx.table_schemas[table[0]] = output_schema
         if spec is not None and spec.sink.quarantine_table:
             ctx.table_schemas[spec.sink.quarantine_table] = dict(QUARANTINE_SCHEMA)
+        if spec is not None and isinstance(spec.transform, ApplyChanges) and spec.transform.scd == 1:
+            ctx.table_schemas[spec.transform.deletes_table(spec.sink.table)] = spec.transform.deletes_schema(
+                spec.output_schema)
         if spec is not None and spec.renamed_columns:
             ctx.table_renames[spec.sink.table] = spec.renamed_columns
         if spec is not None and _output_event_time(spec):

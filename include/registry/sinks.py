@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from include.registry.cdc import SEQUENCE
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration
 from include.registry.specs import MaintenanceSpec, RunningAggregate, SinkSpec
@@ -50,6 +51,8 @@ def parse_sink(ctx: LoadContext, where: str, raw: Any, transform: dict,
         merge_keys = merge_keys or keys  # one row per key
         if sorted(map(str, merge_keys)) != sorted(map(str, keys)):
             ctx.problem(where, f"sink.merge_keys: a running_aggregate has one row per key: its keys {keys}")
+    if kind == "apply_changes":
+        merge_keys = _apply_changes_keys(ctx, where, transform, mode, merge_keys)
     if mode == "update" and not merge_keys:
         ctx.problem(where, "sink.merge_keys: update mode upserts and needs merge keys")
     if mode == "update" and kind not in UPDATE_KINDS:
@@ -70,6 +73,17 @@ def parse_sink(ctx: LoadContext, where: str, raw: Any, transform: dict,
     properties.setdefault(LOG_RETENTION, retention)
     return SinkSpec(str(table), str(mode), tuple(str(k) for k in merge_keys), tuple(partition_by), quarantine,
                     properties, files, maintenance)
+
+
+def _apply_changes_keys(ctx: LoadContext, where: str, transform: dict, mode: str, merge_keys: list) -> list:
+    """An apply_changes sink upserts by the change's keys (type 2: and the version's first change)."""
+    if mode != "update":
+        ctx.problem(where, "sink.mode: apply_changes upserts its table: mode update")
+    keys = [str(k) for k in transform.get("keys") or []]
+    wanted = keys + ([SEQUENCE] if transform.get("scd") == 2 else [])
+    if merge_keys and sorted(map(str, merge_keys)) != sorted(wanted):
+        ctx.problem(where, f"sink.merge_keys: an apply_changes table is upserted by {wanted}: leave merge_keys out")
+    return wanted
 
 
 def _properties(ctx: LoadContext, where: str, raw: Any, mode: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The inputs of jobs: the `sources:` section (landing files, Kafka topics) and each job's `source:` (and a join's
-`right:`).
+"""The inputs of jobs: the `sources:` section (landing files, Kafka topics, a database table's changes) and each job's
+`source:` (and a join's `right:`).
 
 A job's source names exactly one kind of input (:data:`SOURCE_KINDS`: a landing source, a Kafka source, or a
 Delta table another job writes); the fields common to every kind (admission limits, backfill limits,
@@ -17,7 +17,8 @@ from typing import Any
 from include.registry.columns import CHANGE_FEED_COLUMNS, column_type
 from include.registry.context import LoadContext
 from include.registry.durations import parse_duration, parse_size
-from include.registry.specs import Admission, KafkaTopics, SourceSpec
+from include.registry.specs import Admission, CdcTable, KafkaTopics, SourceSpec
+from include.registry.vocabulary import IDENTIFIER
 
 COLUMN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -25,7 +26,8 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024**2
 MAX_LINE_BYTES_LIMIT = 1024**3
 ADMISSION_FIELDS = ("max_files_per_trigger", "max_bytes_per_trigger", "max_offsets_per_trigger")
 KAFKA_FIELDS = ("topic", "topics", "connection", "starting_offsets", "fail_on_data_loss")
-SOURCE_FIELDS = ("path", "kafka", "format", "schema", "required", "event_time", "max_line_bytes")
+CDC_FIELDS = ("database", "table", "keys", "connection")
+SOURCE_FIELDS = ("path", "kafka", "cdc", "format", "schema", "required", "event_time", "max_line_bytes")
 _COMMON_FIELDS = (*ADMISSION_FIELDS, "read_change_feed", "watermark", "event_time", "backfill")
 
 
@@ -41,13 +43,18 @@ def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
             ctx.problem(where, "must be a mapping")
             continue
         ctx.unknown_fields(where, src, SOURCE_FIELDS)
+        schema, renamed = _schema(ctx, f"{where}: schema", src.get("schema"))
+        cdc = _cdc_table(ctx, where, src["cdc"], schema) if "cdc" in src else None
         kafka = _kafka_topics(ctx, where, src["kafka"]) if "kafka" in src else None
+        if cdc is not None:
+            kafka = KafkaTopics((cdc.topic,), _connection(ctx, f"{where}: cdc", src["cdc"]))
         if "kafka" in src and "path" in src:
             ctx.problem(where, "a Kafka source has topics, not a path")
+        if "cdc" in src and ("path" in src or "kafka" in src):
+            ctx.problem(where, "a CDC source reads its table's topic (<database>.<schema>.<table>): no 'path', no 'kafka'")
         fmt = src.get("format", "json")
         if fmt != "json":
             ctx.problem(where, f"format: {fmt!r} is not supported (supported: json)")
-        schema, renamed = _schema(ctx, f"{where}: schema", src.get("schema"))
         event_time = src.get("event_time")
         if event_time is not None and not isinstance(event_time, str):
             ctx.problem(where, f"event_time: must be a column name, got {event_time!r}")
@@ -56,7 +63,7 @@ def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
             ctx.problem(where, f"event_time: unknown column {event_time!r}")
         elif event_time is not None and schema.get(event_time) != "timestamp":
             ctx.problem(where, f"event_time: column {event_time!r} must be a timestamp")
-        required = src.get("required") or []
+        required = list(dict.fromkeys([*(src.get("required") or []), *(cdc.keys if cdc else ())]))
         for column in required:
             if column not in schema:
                 ctx.problem(where, f"required: unknown column {column!r}")
@@ -68,10 +75,10 @@ def parse_sources(ctx: LoadContext, raw: Any) -> dict[str, SourceSpec]:
         except ValueError as exc:
             ctx.problem(where, f"max_line_bytes: {exc}")
         sources[name] = SourceSpec(
-            kind="kafka" if "kafka" in src else "landing", name=name,
+            kind="kafka" if kafka else "landing", name=name,
             path=",".join(kafka.topics) if kafka else src.get("path", f"landing/{name}"), format=fmt, schema=schema,
             required=tuple(required), event_time=event_time, watermark_seconds=None, max_files_per_trigger=None,
-            max_line_bytes=None if "kafka" in src else max_line, kafka=kafka, renamed_from=renamed,
+            max_line_bytes=None if kafka else max_line, kafka=kafka, renamed_from=renamed, cdc=cdc,
         )
     return sources
 
@@ -92,10 +99,7 @@ def _kafka_topics(ctx: LoadContext, where: str, raw: Any) -> KafkaTopics | None:
         ctx.problem(f"{at}.{'topic' if 'topic' in raw else 'topics'}", "topic names are 1-249 characters of "
                     f"letters, digits, '.', '_' and '-', got {raw.get('topic', raw.get('topics'))!r}")
         return None
-    connection = raw.get("connection", "kafka_default")
-    if not isinstance(connection, str) or not connection:
-        ctx.problem(f"{at}.connection", f"must be an Airflow connection id, got {connection!r}")
-        connection = "kafka_default"
+    connection = _connection(ctx, at, raw)
     starting = raw.get("starting_offsets", "earliest")
     if starting not in ("earliest", "latest"):
         try:
@@ -105,6 +109,40 @@ def _kafka_topics(ctx: LoadContext, where: str, raw: Any) -> KafkaTopics | None:
             starting = "earliest"
     fail = ctx.flag(f"{at}.fail_on_data_loss", raw.get("fail_on_data_loss", True), True)
     return KafkaTopics(tuple(topics), connection, str(starting), fail)
+
+
+def _cdc_table(ctx: LoadContext, where: str, raw: Any, schema: dict[str, str]) -> CdcTable | None:
+    """A source's `cdc:` mapping: the logical `database` (its connector and topics' prefix), the `table`
+    (`schema.table`) and its primary `keys` (columns of the source's schema); `connection`, the broker's."""
+    at = f"{where}: cdc"
+    if not isinstance(raw, dict):
+        ctx.problem(at, "must be a mapping with 'database', 'table' (schema.table) and 'keys'")
+        return None
+    ctx.unknown_fields(at, raw, CDC_FIELDS)
+    database, table, keys = raw.get("database"), raw.get("table"), raw.get("keys")
+    problems = len(ctx.problems)
+    if not (isinstance(database, str) and IDENTIFIER.match(database)):
+        ctx.problem(f"{at}.database", f"must be a lower-case name (its connector's and topics' prefix), got {database!r}")
+    parts = table.split(".") if isinstance(table, str) else []
+    if len(parts) != 2 or not all(IDENTIFIER.match(p) for p in parts):
+        ctx.problem(f"{at}.table", f"must be `schema.table` in lower case (public.customers), got {table!r}")
+    if not (isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys)):
+        ctx.problem(f"{at}.keys", f"must be the table's primary key columns, a non-empty list, got {keys!r}")
+    else:
+        for key in keys:
+            if key not in schema:
+                ctx.problem(f"{at}.keys", f"{key!r} is not a column of the source's schema")
+    if len(ctx.problems) > problems:
+        return None
+    return CdcTable(database, table, tuple(keys))
+
+
+def _connection(ctx: LoadContext, at: str, raw: Any) -> str:
+    connection = raw.get("connection", "kafka_default") if isinstance(raw, dict) else "kafka_default"
+    if not isinstance(connection, str) or not connection:
+        ctx.problem(f"{at}.connection", f"must be an Airflow connection id, got {connection!r}")
+        return "kafka_default"
+    return connection
 
 
 def _topic_name(name: Any) -> bool:
@@ -156,12 +194,17 @@ def _named_source(kind: str) -> Callable[[LoadContext, str, dict, bool], SourceS
     """The resolver of `source: {<kind>: <name>}`: a source of that kind in the `sources:` section."""
     def resolve(ctx: LoadContext, at: str, raw: dict, change_feed: bool) -> SourceSpec | None:
         name = raw[kind]
-        known = sorted(n for n, s in ctx.sources.items() if s.kind == kind)
+        known = sorted(n for n, s in ctx.sources.items() if (s.cdc is not None if kind == "cdc" else s.kind == kind))
         if name not in ctx.sources:
             ctx.problem(f"{at}.{kind}", f"unknown source {name!r} (known: {known})")
             return None
         src = ctx.sources[name]
-        if src.kind != kind:
+        if (src.cdc is not None) != (kind == "cdc"):
+            ctx.problem(f"{at}.{kind}", f"source {name!r} is "
+                        + (f"a CDC source: name it with `cdc: {name}`" if src.cdc else f"not a CDC source: name it "
+                           f"with `{src.kind}: {name}`"))
+            return None
+        if kind != "cdc" and src.kind != kind:
             ctx.problem(f"{at}.{kind}", f"source {name!r} is a {src.kind} source: name it with `{src.kind}: {name}`")
             return None
         if change_feed:
@@ -213,9 +256,10 @@ class SourceKind:
 SOURCE_KINDS: dict[str, SourceKind] = {  # the field that names the input -> its kind
     "landing": SourceKind("'landing' (a source name)", _named_source("landing"), one_limit=True),
     "kafka": SourceKind("'kafka' (a source name)", _named_source("kafka")),
+    "cdc": SourceKind("'cdc' (a source name)", _named_source("cdc")),
     "table": SourceKind("'table'", _table),
 }
-_LIMITS_OF = {"kafka": ("max_offsets_per_trigger",)}  # the admission fields of a kind (others: files and bytes)
+_LIMITS_OF = {"kafka": ("max_offsets_per_trigger",), "cdc": ("max_offsets_per_trigger",)}  # the admission fields of a kind (others: files and bytes)
 
 
 def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") -> SourceSpec | None:
@@ -243,7 +287,7 @@ def parse_source(ctx: LoadContext, where: str, raw: Any, field: str = "source") 
             if "backfill" in raw:
                 for kind in given:
                     _check_limits(ctx, f"{at}.backfill", kind, backfill_raw)
-            elif given and given[0] == "kafka":  # the defaults' file and byte limits mean nothing to a topic
+            elif given and given[0] in ("kafka", "cdc"):  # the defaults' file and byte limits mean nothing to a topic
                 backfill = Admission(max_offsets=backfill.max_offsets) if backfill.max_offsets else None
     change_feed = ctx.flag(f"{at}.read_change_feed", raw.get("read_change_feed", False), False)
     watermark = ctx.optional(at, raw, "watermark", parse_duration)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from include.registry.cdc import ApplyChanges, CdcTable
 from include.registry.durations import Trigger
 from include.registry.processors import PROCESSORS
 
@@ -35,7 +36,7 @@ class KafkaTopics:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: str  # "landing", "kafka" or "delta"
+    kind: str  # "landing", "kafka" or "delta" (a CDC source reads its Kafka topic: "kafka", with `cdc` set)
     name: str  # landing or Kafka source name, or the upstream table
     path: str  # relative to LAKEHOUSE_ROOT (a Kafka source: its topics, comma-separated)
     format: str | None
@@ -50,6 +51,7 @@ class SourceSpec:
     max_line_bytes: int | None = None  # landing: longer lines are not read (quarantined as line_too_long)
     kafka: KafkaTopics | None = None  # a Kafka source's topics
     max_offsets_per_trigger: int | None = None  # a Kafka source's admission
+    cdc: CdcTable | None = None  # a CDC source: the database table whose Debezium topic it reads
     # columns the producer renamed (new name -> former name): `renamed_from` in a landing or Kafka source's schema;
     # for a table, what its writer's output renamed
     renamed_from: dict[str, str] = field(default_factory=dict)
@@ -161,7 +163,7 @@ class StatefulProcess:
 
 
 TransformSpec = (ParseJson | Deduplicate | WindowAggregate | SessionAggregate | StreamJoin | StatefulProcess
-                 | RunningAggregate)
+                 | RunningAggregate | ApplyChanges)
 AGGREGATE_KINDS = (WindowAggregate, SessionAggregate)
 
 
@@ -305,10 +307,12 @@ class JobSpec:
 
     @property
     def stateful(self) -> bool:
-        return not isinstance(self.transform, ParseJson)
+        """The job keeps state in its checkpoint (an apply_changes job keeps it in its tables)."""
+        return not isinstance(self.transform, ParseJson | ApplyChanges)
 
     def tables_written(self) -> list[str]:
-        return [self.sink.table] + ([self.sink.quarantine_table] if self.sink.quarantine_table else [])
+        extra = self.transform.deletes_table(self.sink.table) if isinstance(self.transform, ApplyChanges) else None
+        return [self.sink.table] + [t for t in (self.sink.quarantine_table, extra) if t]
 
     @property
     def renamed_columns(self) -> dict[str, str]:
@@ -382,6 +386,15 @@ class Registry:
             known = sorted({j.group for j in self.jobs.values() if j.group and j.live})
             raise KeyError(f"no live job is in group {group!r}; the registry's groups: {', '.join(known) or 'none'}")
         return members
+
+    def cdc_sources(self) -> dict[str, list[SourceSpec]]:
+        """The CDC sources the jobs read, by logical database (one connector each), each table once."""
+        found: dict[str, dict[str, SourceSpec]] = {}
+        for job_id in self.order:
+            for source in self.jobs[job_id].sources:
+                if source.cdc is not None:
+                    found.setdefault(source.cdc.database, {}).setdefault(source.cdc.table, source)
+        return {database: list(tables.values()) for database, tables in found.items()}
 
     def tables_written(self) -> list[str]:
         """Every table a job writes (sinks and quarantine tables), once, in dependency order."""

@@ -11,8 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from include.registry.cdc import (
+    CHANGE_INPUTS,
+    DEFAULT_DELETE_WHEN,
+    SEQUENCE,
+    TYPE1_COLUMNS,
+    TYPE2_COLUMNS,
+    ApplyChanges,
+)
 from include.registry.columns import (
     BRONZE_EXTRA_COLUMNS,
+    CDC_BRONZE_COLUMNS,
     KAFKA_BRONZE_COLUMNS,
     MAX_DECIMAL_PRECISION,
     column_type,
@@ -199,8 +208,65 @@ def _aggregate_type(fn: str, input_type: str | None) -> str:
 
 def _parse_json(ctx: LoadContext, where: str, raw: dict, source: SourceSpec, right: SourceSpec | None) -> Parsed:
     if source.kind not in ("landing", "kafka"):
-        ctx.problem(where, "transform.kind: parse_json needs a landing or Kafka source")
-    return ParseJson(), {**source.schema, **(KAFKA_BRONZE_COLUMNS if source.kind == "kafka" else BRONZE_EXTRA_COLUMNS)}
+        ctx.problem(where, "transform.kind: parse_json needs a landing, Kafka or CDC source")
+    extra = CDC_BRONZE_COLUMNS if source.cdc else KAFKA_BRONZE_COLUMNS if source.kind == "kafka" else BRONZE_EXTRA_COLUMNS
+    return ParseJson(), {**source.schema, **extra}
+
+
+APPLY_CHANGES_FIELDS = ("kind", "keys", "scd", "sequence_by", "track_history", "delete_when", "ignore_null_updates")
+# The columns of a CDC bronze table that are not the data: what an apply_changes job does not copy as data.
+NOT_DATA = {*CDC_BRONZE_COLUMNS, *BRONZE_EXTRA_COLUMNS}
+
+
+def _parse_apply_changes(ctx: LoadContext, where: str, raw: dict, source: SourceSpec,
+                         right: SourceSpec | None) -> Parsed:
+    """A CDC bronze table's changes applied by key in sequence order: SCD type 1 (the rows now) or 2 (history)."""
+    ctx.unknown_fields(f"{where}: transform", raw, APPLY_CHANGES_FIELDS)
+    if source.kind != "delta":
+        ctx.problem(where, "transform.kind: apply_changes reads a table of changes (a CDC source's bronze table)")
+    keys = _grouping_keys(ctx, where, ApplyChanges.kind, raw, source.schema, expressions=False).names
+    data = [c for c in source.schema if c not in NOT_DATA and c not in keys]
+    scd = raw.get("scd", 1)
+    if scd not in (1, 2):
+        ctx.problem(where, f"transform.scd: 1 (the rows as they are now) or 2 (their history), got {scd!r}")
+        scd = 1
+    sequence = raw.get("sequence_by", SEQUENCE)
+    if sequence not in source.schema:
+        ctx.problem(where, f"transform.sequence_by: unknown column {sequence!r} (the changes' order; default {SEQUENCE})")
+    elif source.schema[sequence] not in ("string", "long", "int", "timestamp"):
+        ctx.problem(where, f"transform.sequence_by: {sequence!r} is a {source.schema[sequence]}: the order needs a "
+                    "string, long, int or timestamp column")
+    needed = [c for c in CHANGE_INPUTS if c not in source.schema and (scd == 2 or c != "_cdc_tx_id")]
+    if source.kind == "delta" and needed:
+        ctx.problem(where, f"source: {source.name!r} lacks {', '.join(needed)}: apply_changes reads a CDC source's "
+                    "bronze table")
+    tracked = _tracked(ctx, where, raw.get("track_history"), data) if scd == 2 else ()
+    if scd == 1 and raw.get("track_history") is not None:
+        ctx.problem(where, "transform.track_history: a type 1 table keeps no history (scd: 2 does)")
+    delete_when = raw.get("delete_when", DEFAULT_DELETE_WHEN)
+    if not isinstance(delete_when, str) or not delete_when.strip():
+        ctx.problem(where, f"transform.delete_when: a SQL condition over the changes, got {delete_when!r}")
+    ignore_nulls = ctx.flag(f"{where}: transform.ignore_null_updates", raw.get("ignore_null_updates", False), False)
+    output = {c: source.schema[c] for c in (*keys, *data) if c in source.schema}
+    output.update(TYPE1_COLUMNS if scd == 1 else TYPE2_COLUMNS)
+    spec = ApplyChanges(keys, scd, (*keys, *data), tracked, str(sequence), str(delete_when), ignore_nulls)
+    return spec, output
+
+
+def _tracked(ctx: LoadContext, where: str, raw: object, data: list[str]) -> tuple[str, ...]:
+    """`track_history`: the columns whose change starts a version: a list, or {except: [...]} (every data column
+    but those); default every data column."""
+    if raw is None:
+        return tuple(data)
+    names = raw.get("except") if isinstance(raw, dict) and set(raw) == {"except"} else raw
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        ctx.problem(where, "transform.track_history: a list of columns, or {except: [columns]}")
+        return tuple(data)
+    for name in names:
+        if name not in data:
+            ctx.problem(where, f"transform.track_history: {name!r} is not a data column of the source "
+                        f"({', '.join(data)})")
+    return tuple(c for c in data if c not in names) if isinstance(raw, dict) else tuple(n for n in data if n in names)
 
 
 def _parse_deduplicate(ctx: LoadContext, where: str, raw: dict, source: SourceSpec,
@@ -334,6 +400,7 @@ TRANSFORM_PARSERS: dict[str, TransformParser] = {  # in the order the "unknown k
     StreamJoin.kind: _parse_stream_join,
     StatefulProcess.kind: _parse_stateful_process,
     RunningAggregate.kind: _parse_running_aggregate,
+    ApplyChanges.kind: _parse_apply_changes,
 }
 TRANSFORM_KINDS = tuple(TRANSFORM_PARSERS)
 RIGHT_INPUT_KINDS = (StreamJoin.kind,)  # kinds with a second input, `transform.right`, parsed like the source

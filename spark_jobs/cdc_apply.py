@@ -1,0 +1,128 @@
+"""An `apply_changes` job: a CDC bronze table's changes applied to its table, SCD type 1 or type 2, exactly once.
+
+The stream itself keeps no state: each micro-batch of changes is applied by MERGE to the tables, which hold what
+the order needs (each row's `_cdc_sequence`; a type 1 job's deleted keys in `<table>_deletes`; a type 2 job's
+versions), so that:
+
+- an older change arriving after a newer one never overwrites the newer state (type 1), and lands in its place in
+  the history (type 2); the same change delivered twice changes nothing;
+- a delete then an insert of a key gives the live row (type 1), a closed version then an open one (type 2);
+- a change that touches no tracked column adds no version (its other columns are updated in the version in place);
+- a key has at most one current version.
+
+Each MERGE commits with the batch's Delta app transaction (as every sink here: spark_jobs/batch_writer.py), so a batch
+replayed after a crash writes nothing twice. A type 1 batch commits its table first and its deletes table second,
+both computed from the versions read before the first: replayed after the first, the keys it deleted are recorded
+then (the upserts it applied are no longer newer than the table, and leave nothing to record).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from include.registry import JobSpec
+from include.registry.cdc import SEQUENCE
+from include.storage.paths import StoragePath
+
+ORDER = "_order"  # the change's sequence as sortable text
+DELETE = "_delete"  # the change deletes its key
+
+
+def changes(stream: DataFrame, job: JobSpec) -> DataFrame:
+    """The stream of changes an apply_changes job applies: the keys, the data, the order, whether it deletes; the
+    tombstones (the key of a delete, again) and rows without an order left out."""
+    spec = job.transform
+    optional = [c for c in ("_cdc_tx_id", "_cdc_commit_time") if c in stream.columns]
+    return (stream.select(*spec.columns, *optional, sortable(stream, spec.sequence_by).alias(ORDER),
+                          F.coalesce(F.expr(spec.delete_when), F.lit(False)).alias(DELETE),
+                          F.col("_cdc_op") if "_cdc_op" in stream.columns else F.lit(None).alias("_cdc_op"))
+            .where(F.col(ORDER).isNotNull() & ~F.coalesce(F.col("_cdc_op") == "t", F.lit(False)))
+            .drop("_cdc_op"))
+
+
+def sortable(stream: DataFrame, column: str) -> Column:
+    """The order column as text that sorts as its values do."""
+    dtype = dict(stream.dtypes)[column]
+    if dtype in ("bigint", "int"):
+        return F.lpad(F.col(column).cast("string"), 20, "0")
+    if dtype == "timestamp":
+        return F.date_format(F.col(column), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")
+    return F.col(column).cast("string")
+
+
+def read_at(spark, path: StoragePath, version: int) -> DataFrame:
+    return spark.read.format("delta").option("versionAsOf", version).load(str(path))
+
+
+def last_per_key(batch: DataFrame, keys: list[str], ignore_nulls: bool, data: list[str]) -> DataFrame:
+    """The batch's last change of each key (the same change delivered twice counted once); `ignore_nulls`: its nulls
+    filled from the key's earlier changes in the batch since its last delete, and `_fresh` (the key was deleted earlier
+    in the batch: the table's row is not to be filled from)."""
+    batch = batch.dropDuplicates([*keys, ORDER])
+    by_key = Window.partitionBy(*keys).orderBy(ORDER)
+    if ignore_nulls:
+        deletes = F.sum(F.col(DELETE).cast("int")).over(by_key.rowsBetween(Window.unboundedPreceding, -1))
+        batch = batch.withColumn("_since", F.coalesce(deletes, F.lit(0)))
+        run = Window.partitionBy(*keys, "_since").orderBy(ORDER).rowsBetween(Window.unboundedPreceding, 0)
+        batch = batch.select(*[F.last(c, ignorenulls=True).over(run).alias(c) if c in data else F.col(c)
+                               for c in batch.columns], (F.col("_since") > 0).alias("_fresh"))
+    else:
+        batch = batch.withColumn("_fresh", F.lit(False))
+    newest = Window.partitionBy(*keys).orderBy(F.col(ORDER).desc())
+    return batch.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n", "_since")
+
+
+def type1_effective(spark, job: JobSpec, batch: DataFrame, table: StoragePath, table_version: int,
+                    deletes: StoragePath, deletes_version: int) -> DataFrame:
+    """The batch's last change of each key that is newer than what the table and the deletes table hold of the key
+    (read at the given versions): the changes to apply."""
+    spec = job.transform
+    keys = list(spec.keys)
+    latest = last_per_key(batch, keys, spec.ignore_null_updates, [c for c in spec.columns if c not in keys])
+    held = read_at(spark, table, table_version).select(*keys, F.col(SEQUENCE).alias("_t_order"))
+    gone = read_at(spark, deletes, deletes_version).select(*keys, F.col(SEQUENCE).alias("_d_order"))
+    known = latest.join(held, keys, "left").join(gone, keys, "left")
+    return known.where((F.col("_t_order").isNull() | (F.col(ORDER) > F.col("_t_order")))
+                       & (F.col("_d_order").isNull() | (F.col(ORDER) > F.col("_d_order")))).drop("_t_order", "_d_order")
+
+
+def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -> None:
+    """The effective changes into the type 1 table: a delete removes its key's row, any other change writes it."""
+    from delta.tables import DeltaTable
+
+    spec = job.transform
+    keys = list(spec.keys)
+    data = [c for c in spec.columns if c not in keys]
+
+    def fill(column: str) -> Column:  # ignore_null_updates: a null keeps the row's value, unless the key was deleted
+        if not spec.ignore_null_updates:
+            return F.col(f"s.`{column}`")
+        return F.expr(f"CASE WHEN s._fresh THEN s.`{column}` ELSE coalesce(s.`{column}`, t.`{column}`) END")
+
+    written = {**{c: fill(c) for c in data}, SEQUENCE: F.col(f"s.{ORDER}"),
+               "_cdc_commit_time": F.col("s._cdc_commit_time")}
+    (DeltaTable.forPath(spark, str(table)).alias("t")
+     .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+     .whenMatchedDelete(condition=f"s.{DELETE}")
+     .whenMatchedUpdate(condition=f"NOT s.{DELETE}", set=written)
+     .whenNotMatchedInsert(condition=f"NOT s.{DELETE}",
+                           values={**{k: F.col(f"s.`{k}`") for k in keys},
+                                   **{c: F.col(f"s.`{c}`") for c in data}, **{k: v for k, v in written.items()
+                                                                               if k not in data}})
+     .execute())
+
+
+def merge_deletes(spark, job: JobSpec, effective: DataFrame, deletes: StoragePath) -> None:
+    """The effective changes into the deletes table: a delete records its key and order, a newer write forgets it."""
+    from delta.tables import DeltaTable
+
+    keys = list(job.transform.keys)
+    recorded_delete = {SEQUENCE: F.col(f"s.{ORDER}"), "_cdc_commit_time": F.col("s._cdc_commit_time")}
+    (DeltaTable.forPath(spark, str(deletes)).alias("t")
+     .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+     .whenMatchedUpdate(condition=f"s.{DELETE}", set=recorded_delete)
+     .whenMatchedDelete(condition=f"NOT s.{DELETE}")
+     .whenNotMatchedInsert(condition=f"s.{DELETE}",
+                           values={**{k: F.col(f"s.`{k}`") for k in keys}, **recorded_delete})
+     .execute())

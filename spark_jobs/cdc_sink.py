@@ -1,0 +1,58 @@
+"""The sink of an `apply_changes` job: each micro-batch's changes committed to its tables exactly once (type 1:
+spark_jobs/cdc_apply.py; type 2: spark_jobs/cdc_history.py), as the batch writer does for every other job."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from include.registry import JobSpec
+from include.settings import Settings
+from include.storage import delta as delta_store
+from spark_jobs import batch_hooks
+from spark_jobs.cdc_apply import DELETE, merge_deletes, merge_type1, read_at, type1_effective
+from spark_jobs.cdc_history import merge_history, rebuild
+from spark_jobs.delta_txn import recorded
+
+
+def write_changes(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: int, app_id: str,
+                  handles: delta_store.TableHandles, guard) -> tuple[dict[str, int], dict[str, int]]:
+    """The batch's changes applied to the job's tables, each commit recording (app_id, batch_id) and skipped when the
+    table holds it already: (each table's version holding the batch, the changes applied to each)."""
+    spark, spec = batch.sparkSession, job.transform
+    tables = [job.sink.table] + ([spec.deletes_table(job.sink.table)] if spec.scd == 1 else [])
+    checks = {t: delta_store.batch_check(settings.layout.table(t), app_id, handles) for t in tables}
+    versions = {t: version for t, (_, version) in checks.items()}
+    owed = [t for t, (committed, _) in checks.items() if committed is None or committed < batch_id]
+    if not owed:
+        return versions, {}
+    table = settings.layout.table(job.sink.table)
+    if spec.scd == 1:
+        deletes = settings.layout.table(tables[1])
+        applied = type1_effective(spark, job, batch, table, versions[tables[0]], deletes, versions[tables[1]])
+        writes = {tables[0]: lambda: merge_type1(spark, job, applied, table),
+                  tables[1]: lambda: merge_deletes(spark, job, applied, deletes)}
+    else:
+        applied = rebuild(job, batch, read_at(spark, table, versions[tables[0]]))
+        writes = {tables[0]: lambda: merge_history(spark, job, applied, str(table))}
+    applied = applied.persist()  # both commits apply the changes as read before the first
+    try:
+        if spec.scd == 1:  # the rows written, and the keys deleted
+            applied_rows, deleted = applied.agg(F.count("*"), F.count_if(F.col(DELETE))).first()
+            counted = {tables[0]: applied_rows - deleted, tables[1]: deleted}
+        else:  # the versions written or deleted
+            applied_rows = applied.count()
+            counted = {tables[0]: applied_rows}
+        gained = {}
+        for number, name in enumerate(owed):
+            if number:
+                batch_hooks.fire(job.id, "between_tables", batch_id)
+            if applied_rows:
+                guard()
+                with recorded(spark, app_id, batch_id):
+                    writes[name]()
+                versions[name] = handles.latest(settings.layout.table(name)).version()
+            gained[name] = counted.get(name, 0)
+        return versions, gained
+    finally:
+        applied.unpersist()
