@@ -188,6 +188,15 @@ def test_status_json_names_the_database_the_worker_each_connector_and_its_slot(c
     assert connector["state"] == "RUNNING" and connector["tasks"] == ["RUNNING"]
     assert connector["slot"] == "lakehouse_shop" and connector["slot_active"] is True
     assert isinstance(connector["slot_lag_bytes"], int) and connector["slot_lag_bytes"] >= 0
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from include.cdc.connect import INTERNAL_TOPICS
+
+    admin = AdminClient({"bootstrap.servers": cdc_chain.bootstrap})
+    for topic in INTERNAL_TOPICS.values():  # the worker's own topics, made by it: compacted, one replica
+        configs = admin.describe_configs([ConfigResource("topic", topic)])
+        config = next(iter(configs.values())).result(30)
+        assert config["cleanup.policy"].value == "compact", topic
     text = cdc_chain.cli("cdc", "status")
     assert f"connector {CONNECTOR}: RUNNING, tasks RUNNING; slot lakehouse_shop active" in text.stdout
 
@@ -312,6 +321,21 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(cdc_chain, tmp_path, c
                 shutil.rmtree(server.data_dir(), ignore_errors=True)
     assert cdc_chain.rest("GET", "/connectors")[1] == [CONNECTOR]  # no connector lakehouse-crm
     assert query(cdc_chain.settings, "SELECT pubname FROM pg_publication") == [("lakehouse_shop",)]
+
+
+@pytest.mark.cdc
+@pytest.mark.kafka
+def test_a_broker_that_does_not_answer_is_one_line_and_no_worker_starts(cdc_chain):
+    from include.daemons import free_port_block
+
+    dead, worker = free_port_block([0]), f"http://127.0.0.1:{free_port_block([0])}"
+    result = cdc_chain.cli("cdc", "up", LAKEHOUSE_KAFKA_BOOTSTRAP=f"127.0.0.1:{dead}", LAKEHOUSE_CONNECT_URL=worker)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert (f"lakehouse cdc up: no Kafka broker answers at 127.0.0.1:{dead}: the Connect worker keeps its connectors, "
+            "offsets and statuses there") in result.stderr and "`lakehouse kafka up`" in result.stderr
+    from include.cdc.connect import answers
+
+    assert not answers(worker)
 
 
 @pytest.mark.cdc
