@@ -35,12 +35,9 @@ def up(settings: Settings, registry: Registry, bootstrap: str) -> list[str]:
     lines.append(connect.up(settings, bootstrap)[1])
     address = database.address(settings)
     for logical, tables in captured.items():
-        conn = database.connect(address)
-        try:
-            with conn.cursor() as cur:
-                made = slots.ensure_publication(cur, logical, tables)
-        finally:
-            conn.close()
+        with database.cursor(address, f"publication {slots.publication_name(logical)} (its tables' owner may make "
+                                      "it)") as cur:
+            made = slots.ensure_publication(cur, logical, tables)
         for source in tables:  # before the first change: a job may start on a table nothing has changed yet
             ensure_topic(bootstrap, source.cdc.topic, 1)
         name = connectors.connector_name(logical)
@@ -83,13 +80,9 @@ def _purge(settings: Settings, bootstrap: str) -> list[str]:
     reason = database.why_not_answering(address)
     if reason is not None:
         raise CdcError(f"the CDC database does not answer at {address.shown}: {reason}; its slots were not dropped")
-    conn = database.connect(address)
-    try:
-        with conn.cursor() as cur:
-            logical = {name.removeprefix("lakehouse_") for name in slots.slots(cur) + slots.publications(cur)}
-            dropped = [what for each in sorted(logical) for what in slots.drop(cur, each)]
-    finally:
-        conn.close()
+    with database.cursor(address, "dropping the product's slots and publications") as cur:
+        logical = {name.removeprefix("lakehouse_") for name in slots.slots(cur) + slots.publications(cur)}
+        dropped = [what for each in sorted(logical) for what in slots.drop(cur, each)]
     return [f"deleted connector(s): {', '.join(removed) or 'none'}", f"dropped: {', '.join(dropped) or 'nothing'}"]
 
 
@@ -98,12 +91,8 @@ def _kept_slots(settings: Settings) -> list[str]:
     address = database.address(settings)
     if database.why_not_answering(address) is not None:
         return []
-    conn = database.connect(address)
-    try:
-        with conn.cursor() as cur:
-            kept = slots.slots(cur)
-    finally:
-        conn.close()
+    with database.cursor(address, "listing the product's slots") as cur:
+        kept = slots.slots(cur)
     return [f"replication slot {slot} kept: it holds the database's WAL until a connector reads it again (`lakehouse "
             "cdc up`); `lakehouse cdc down --purge` drops it" for slot in kept]
 
@@ -132,12 +121,8 @@ def status(settings: Settings, registry: Registry) -> dict:
 def _slot(address, logical: str, database_up: bool) -> dict:
     state = None
     if database_up:
-        conn = database.connect(address)
-        try:
-            with conn.cursor() as cur:
-                state = slots.slot_state(cur, slots.slot_name(logical))
-        finally:
-            conn.close()
+        with database.cursor(address, "reading the slot") as cur:
+            state = slots.slot_state(cur, slots.slot_name(logical))
     return {"slot_exists": state is not None, "slot_active": state["active"] if state else None,
             "slot_lag_bytes": state["lag_bytes"] if state else None}
 

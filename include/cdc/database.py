@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from include.addresses import PostgresAddress, postgres_address
@@ -77,6 +78,24 @@ def connect(database: PostgresAddress, timeout: int = 3):
     return conn
 
 
+@contextmanager
+def cursor(database: PostgresAddress, what: str) -> Iterator:
+    """A cursor on `database` (autocommit), closed after; a statement's failure is a CdcError naming `what` it was
+    for, the database and the server's reason, in one line."""
+    import psycopg2
+
+    try:
+        conn = connect(database)
+        try:
+            with conn.cursor() as cur:
+                yield cur
+        finally:
+            conn.close()
+    except psycopg2.Error as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CdcError(f"{what} in {database.shown}: {reason}") from None
+
+
 def why_not_answering(database: PostgresAddress) -> str | None:
     """None when `database` accepts a connection, else psycopg2's reason in one line."""
     import psycopg2
@@ -113,12 +132,8 @@ def _ensure_shop(settings: Settings, server: LocalPostgres) -> None:
     """The `lakehouse` role (LOGIN REPLICATION), the `shop` database it owns, and shop.sql's tables (idempotent)."""
     server.ensure_owned_database(LOCAL_USER, _secrets(settings)["lakehouse_password"], LOCAL_DATABASE,
                                  replication=True)
-    conn = connect(address(settings))
-    try:
-        with conn.cursor() as cur:
-            cur.execute(SHOP_SCHEMA.read_text())
-    finally:
-        conn.close()
+    with cursor(address(settings), "creating the demo's tables (include/cdc/shop.sql)") as cur:
+        cur.execute(SHOP_SCHEMA.read_text())
 
 
 def stop_local(settings: Settings) -> str | None:
@@ -144,7 +159,9 @@ def server_problems(cur, database: PostgresAddress) -> list[str]:
         if int(found.get(name) or 0) < 1:
             problems.append(f"the CDC database {database.shown} has {name} = {found.get(name)}: set `{name} = 10` in "
                             "its postgresql.conf and restart it")
-    cur.execute("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user")
+    cur.execute("SELECT r.rolreplication OR r.rolsuper OR EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g "
+                "ON g.oid = m.roleid WHERE m.member = r.oid AND g.rolname = 'rds_replication') "  # Amazon RDS's grant
+                "FROM pg_roles r WHERE r.rolname = current_user")
     if not cur.fetchone()[0]:
         problems.append(f"the CDC database's user {database.user!r} may not replicate: ALTER ROLE {database.user} "
                         f"REPLICATION (or give {URL_SETTING} a user that may)")
@@ -179,13 +196,9 @@ def refuse_unless_capturable(settings: Settings, sources: Iterable[SourceSpec]) 
     reason = why_not_answering(database)
     if reason is not None:
         raise CdcError(f"the CDC database does not answer at {database.shown}: {reason}")
-    conn = connect(database)
-    try:
-        with conn.cursor() as cur:
-            problems = server_problems(cur, database)
-            problems += [p for p in (table_problem(cur, database, s) for s in sources) if p]
-    finally:
-        conn.close()
+    with cursor(database, "checking logical decoding and the registry's tables") as cur:
+        problems = server_problems(cur, database)
+        problems += [p for p in (table_problem(cur, database, s) for s in sources) if p]
     if problems:
         raise CdcRefused("; ".join(problems))
 
