@@ -357,6 +357,14 @@ def test_the_preflight_check_names_the_problem_of_a_source_and_nothing_when_the_
 @pytest.mark.cdc
 @pytest.mark.kafka
 def test_down_keeps_the_slot_and_says_so_then_purge_drops_slot_publication_and_connector(cdc_chain):
+    try:
+        _down_then_purge(cdc_chain)
+    finally:  # the session's chain, as the next test using it expects it (snapshotted again)
+        again = cdc_chain.cli("cdc", "up")
+        assert again.returncode == 0, again.stderr
+
+
+def _down_then_purge(cdc_chain) -> None:
     from include.cdc.database import local_server
 
     down = cdc_chain.cli("cdc", "down")

@@ -69,8 +69,8 @@ class CdcChain:
 
 @pytest.fixture(scope="session")
 def cdc_chain(kafka_broker, tmp_path_factory) -> CdcChain:
-    """`generate --source shop` (which starts the local database) then `cdc up`, once; `cdc down --purge` at the end
-    (when a test has not done it), and the local database's data removed."""
+    """`generate --source shop` (which starts the local database) then `cdc up`, once; `cdc down --purge` at the end,
+    and the local database's data removed. A test that takes the chain down brings it up again before it ends."""
     from include.daemons import free_port_block
     from tests.support.kafka import delete_topics
 
