@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 
 import pytest
 import yaml
@@ -37,6 +38,7 @@ def fake_checkpoint(settings, registry, job_id: str, partitions: int = SUITE_STA
     """A checkpoint as Spark leaves it (offsets with pinned confs), with or without a fingerprint."""
     checkpoint = settings.layout.checkpoint(job_id)
     (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))  # the query id
     meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {"spark.sql.shuffle.partitions": str(partitions)}}
     (checkpoint / "offsets" / "0").write_text(f"v1\n{json.dumps(meta)}\n{{}}")
     if recorded:

@@ -47,8 +47,8 @@ class CdcTable:
     """A database table whose changes Debezium captures into a Kafka topic: a `cdc:` source (include/cdc)."""
 
     database: str  # the logical database: its connector, replication slot, publication and topics' prefix
-    table: str  # `schema.table` in the database
-    keys: tuple[str, ...]  # its primary key: what a change is applied by
+    table: str  # `schema.table` in the database (lower case)
+    keys: tuple[str, ...]  # its primary key: the columns a change is applied by
 
     @property
     def topic(self) -> str:

@@ -27,8 +27,12 @@ SECTIONS: tuple[Section, ...] = (
                   "`backfill` of its own."),
     Section("groups.<group>", ("loading:_parse_groups",), about="A live group's driver."),
     Section("sources.<source>", ("sources:parse_sources",), "SourceSpec",
-            about="A landing source (files under `path`) or a Kafka source (`kafka`), which `parse_json` jobs read."),
+            about="A landing source (files under `path`), a Kafka source (`kafka`) or a database table's changes "
+                  "(`cdc`), which `parse_json` jobs read."),
     Section("sources.<source>.kafka", ("sources:_kafka_topics",), "KafkaTopics"),
+    Section("sources.<source>.cdc", ("sources:_cdc_table",), "CdcTable",
+            about="A table of the CDC database (LAKEHOUSE_CDC_DATABASE_URL, or the local one) whose changes "
+                  "Debezium captures (`lakehouse cdc up`) into its topic, `<database>.<schema>.<table>`."),
     Section("sources.<source>.schema.<column>", ("sources:_schema",),
             about="A column given as a mapping instead of a type: a field the producer renamed."),
     Section("jobs.<job>", ("loading:_parse_job",), "JobSpec", about="One streaming job."),
@@ -46,6 +50,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("jobs.<job>.transform (running_aggregate)", ("transforms:_parse_running_aggregate",), "RunningAggregate"),
     Section("jobs.<job>.transform (stream_join)", ("transforms:_parse_stream_join",), "StreamJoin"),
     Section("jobs.<job>.transform (stateful_process)", ("transforms:_parse_stateful_process",), "StatefulProcess"),
+    Section("jobs.<job>.transform (apply_changes)", ("transforms:_parse_apply_changes",), "ApplyChanges",
+            about="A CDC source's bronze table applied to the sink as SCD type 1 (the rows as they are now) or type 2 "
+                  "(their history); the sink's mode is `update`."),
     Section("jobs.<job>.transform.keys[] (an expression key)", ("transforms:_expression_key",),
             about="A key of `window_aggregate`, `session_aggregate` or `running_aggregate` given as a SQL expression "
                   "over the source's columns instead of a column."),
@@ -92,6 +99,7 @@ KEY_TEXT: dict[str, dict[str, str]] = {
     "sources.<source>": {
         "path": "a landing source's directory (default `landing/<source>`)",
         "kafka": "a Kafka source: its topics (`topic` or `topics`) and where its broker is",
+        "cdc": "a database table's changes, captured by Debezium: its `database`, `table` and `keys`",
         "format": "the format of a line (a message's value): `json`, the only one supported",
         "schema": "the columns of a line, `column: type` (or `column: {type: T, renamed_from: former_name}` for a field "
                   "the producer renamed: the tables rename it in place, and lines that still carry the former name are "
@@ -103,6 +111,10 @@ KEY_TEXT: dict[str, dict[str, str]] = {
         "type": "the column's type",
         "renamed_from": "the name the producer sent the field under before: the tables rename the column in place "
                         "(`evolve`), and lines that still carry that name are read into it",
+    },
+    "sources.<source>.cdc": {
+        "connection": "the Airflow connection (conn type `kafka`) whose extra's `bootstrap.servers` names the broker "
+                      "the changes are on",
     },
     "sources.<source>.kafka": {
         "connection": "the Airflow connection (conn type `kafka`) whose extra's `bootstrap.servers` names the broker",
@@ -122,6 +134,7 @@ KEY_TEXT: dict[str, dict[str, str]] = {
     "jobs.<job>.source": {
         "landing": "a landing source of `sources:`, by name",
         "kafka": "a Kafka source of `sources:`, by name",
+        "cdc": "a CDC source of `sources:`, by name (its table's change events)",
         "table": "a table another job of the registry writes (`layer/name`, or `layer.name`)",
         "max_files_per_trigger": "live admission: files (landing) or upstream commits (a table) per micro-batch",
         "max_bytes_per_trigger": "live admission: bytes per micro-batch (`64 MB`); a landing source takes files or "
@@ -138,6 +151,14 @@ KEY_TEXT: dict[str, dict[str, str]] = {
         "max_bytes_per_trigger": "bytes per available-now micro-batch (`512 MB`)",
     },
     "jobs.<job>.transform (every kind)": {"kind": "the transform kind"},
+    "jobs.<job>.transform (apply_changes)": {
+        "kind": "`apply_changes`",
+        "keys": "the columns a change is applied by (the database table's primary key)",
+        "track_history": "scd 2: the columns whose change starts a new version, a list or `{except: [columns]}` "
+                         "(default every data column); a change to the others updates the current version in place",
+        "ignore_null_updates": "true: a null in a change keeps the value the row had (Debezium sends whole rows: "
+                               "false, the default, applies them)",
+    },
     "jobs.<job>.transform (deduplicate)": {"keys": "the columns that identify a re-sent row"},
     "jobs.<job>.transform (window_aggregate)": {
         "window": "the window's length (a duration)",
