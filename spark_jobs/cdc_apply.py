@@ -33,7 +33,7 @@ def changes(stream: DataFrame, job: JobSpec) -> DataFrame:
     """The stream of changes an apply_changes job applies: the keys, the data, the order, whether it deletes; the
     tombstones (the key of a delete, again) and rows without an order left out."""
     spec = job.transform
-    optional = [c for c in ("_cdc_tx_id", "_cdc_commit_time") if c in stream.columns]
+    optional = [c for c in ("_cdc_tx_id", "_cdc_commit_time", "_kafka_offset") if c in stream.columns]
     return (stream.select(*spec.columns, *optional, sortable(stream, spec.sequence_by).alias(ORDER),
                           F.coalesce(F.expr(spec.delete_when), F.lit(False)).alias(DELETE),
                           F.col("_cdc_op") if "_cdc_op" in stream.columns else F.lit(None).alias("_cdc_op"))

@@ -7,7 +7,9 @@ changes inside one transaction count as their last (a reader of the database nev
 
 1. the versions so far become their changes again: each its start, its last change in place (with the values it
    holds), and its end when a delete ended it;
-2. with the batch's changes, each change once (the same order twice is one change), the last of each transaction;
+2. with the batch's changes, each change once (the same order twice is one change), the last of each transaction; a
+   snapshot's row of a key whose changes were captured before it (a later snapshot: it restates them) left out, as
+   a type 1 table leaves it (a snapshot's rows order before every change);
 3. in order, a change starts a version when it is not a delete and follows a delete, nothing, or a change whose
    tracked columns differ; a delete ends the version before it; any other change updates the version in place;
 4. the versions that are no longer (replaced by an earlier change arriving late, or a transaction's later change)
@@ -43,6 +45,22 @@ def as_changes(versions: DataFrame, keys: list[str], data: list[str]) -> DataFra
     return starts.unionByName(in_place).unionByName(deletes)
 
 
+def restated_left_out(batch: DataFrame, before: DataFrame, keys: list[str]) -> DataFrame:
+    """The batch without the snapshot rows (order `0...`) of keys whose captured changes came before them: in the
+    history so far, or earlier on the topic in this batch."""
+    snapshot = F.col(ORDER).startswith("0")
+    if "_kafka_offset" in batch.columns:
+        first_change = F.min(F.when(~snapshot, F.col("_kafka_offset"))).over(Window.partitionBy(*keys))
+        batch = batch.withColumn("_first_change", first_change).where(
+            ~snapshot | F.col("_first_change").isNull() | (F.col("_kafka_offset") < F.col("_first_change"))
+        ).drop("_first_change")
+    captured = [F.coalesce(~F.col(c).startswith("0"), F.lit(False))
+                for c in (SEQUENCE, "_cdc_last_sequence", "_cdc_end_sequence")]
+    changed = before.where(captured[0] | captured[1] | captured[2]).select(*keys).distinct().withColumn(
+        "_changed", F.lit(True))
+    return batch.join(changed, keys, "left").where(~snapshot | F.col("_changed").isNull()).drop("_changed")
+
+
 def rebuild(job: JobSpec, batch: DataFrame, history: DataFrame) -> DataFrame:
     """The versions of the keys `batch` changes, from their `history` so far and the batch's changes; each row with
     its `_action`: `write` or `delete` (a version of the history that is no longer)."""
@@ -50,8 +68,8 @@ def rebuild(job: JobSpec, batch: DataFrame, history: DataFrame) -> DataFrame:
     keys, data = list(spec.keys), [c for c in spec.columns if c not in spec.keys]
     touched = batch.select(*keys).distinct()
     before = history.join(touched, keys, "left_semi")
-    arrived = batch.select(*keys, *data, F.col("_cdc_commit_time").alias(AT), ORDER, F.col("_cdc_tx_id").alias(TX),
-                           DELETE)
+    arrived = restated_left_out(batch, before, keys).select(
+        *keys, *data, F.col("_cdc_commit_time").alias(AT), ORDER, F.col("_cdc_tx_id").alias(TX), DELETE)
     events = as_changes(before, keys, data).withColumn("_old", F.lit(0)).unionByName(arrived.withColumn("_old", F.lit(1)))
     once = Window.partitionBy(*keys, ORDER).orderBy("_old")
     events = events.withColumn("_n", F.row_number().over(once)).where("_n = 1").drop("_n", "_old")

@@ -6,12 +6,14 @@ the change is in the database: `lsn`, `txId`, `sequence`, `ts_us`). The row bron
 left (a delete's: the row as it was, with the default replica identity its key alone). The tombstone Debezium sends
 after a delete (a null value) is kept too, as `_cdc_op` `t` with its key, read from the message's key.
 
-`_cdc_sequence` orders the changes as the database committed them: `source.sequence` is `[last commit LSN, LSN]`,
-where the last commit LSN (of the transaction delivered before this change's) rises with every commit and the LSN
-orders the changes inside a transaction. A snapshot's row (`r`) comes before every change of the same last commit:
-a transaction in flight when the snapshot was taken (not in it, delivered after it) may have written before the
-snapshot's LSN. The text is `<last commit LSN, 20 digits><0 snapshot | 1 change><LSN, 20 digits>`: the same change
-delivered twice (Connect's at-least-once delivery after a crash) has the same sequence.
+`_cdc_sequence` orders a key's changes as the database committed them: by `source.lsn`, the change's WAL position. A
+later transaction that touches a key waits for the earlier one's commit (its row lock), so one key's changes have
+rising LSNs in commit order, across transactions and inside one. (`source.sequence`'s first element, the LSN of the
+commit delivered before, is null for the first transaction after the connector starts: no order to rely on.) A
+snapshot's row (`r`, with the snapshot's LSN) comes before every change: a transaction in flight when the snapshot was
+taken is not in it and is delivered after it, though it may have written before the snapshot's LSN. The text is
+`<0 snapshot | 1 change><LSN, 20 digits>`: the same change delivered twice (Connect's at-least-once delivery after a
+crash) has the same sequence.
 
 Debezium's encodings, as the connector is configured (include/cdc): `timestamptz` an ISO-8601 text; `timestamp`
 milliseconds since the epoch (`time.precision.mode=connect`); `date` days since the epoch; `numeric` a double
@@ -43,8 +45,7 @@ TOMBSTONE = "t"
 ENVELOPE = T.StructType([
     T.StructField("op", T.StringType()),
     T.StructField("source", T.StructType([
-        T.StructField("lsn", T.LongType()), T.StructField("txId", T.LongType()),
-        T.StructField("sequence", T.StringType()), T.StructField("ts_us", T.LongType()),
+        T.StructField("lsn", T.LongType()), T.StructField("txId", T.LongType()), T.StructField("ts_us", T.LongType()),
         T.StructField("ts_ms", T.LongType()),
     ])),
 ])
@@ -109,11 +110,8 @@ def change_columns() -> list[Column]:
     """`_cdc_op`, `_cdc_sequence`, `_cdc_lsn`, `_cdc_tx_id`, `_cdc_commit_time` of a parsed event (a tombstone: its
     op alone)."""
     source = F.col("_source")
-    positions = F.from_json(source["sequence"], T.ArrayType(T.StringType()))
-    last_commit = F.coalesce(positions[0].cast("long"), F.lit(0))
-    lsn = F.coalesce(positions[1].cast("long"), source["lsn"])
     phase = F.when(F.col("_op") == "r", F.lit("0")).otherwise(F.lit("1"))
-    sequence = F.concat(F.lpad(last_commit.cast("string"), 20, "0"), phase, F.lpad(lsn.cast("string"), 20, "0"))
+    sequence = F.concat(phase, F.lpad(source["lsn"].cast("string"), 20, "0"))
     micros = F.coalesce(source["ts_us"], source["ts_ms"] * 1000)
     return [F.col("_op").alias("_cdc_op"), F.when(source["lsn"].isNotNull(), sequence).alias("_cdc_sequence"),
             source["lsn"].alias("_cdc_lsn"), source["txId"].alias("_cdc_tx_id"),

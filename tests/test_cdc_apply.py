@@ -10,6 +10,7 @@ from datetime import UTC
 
 import pytest
 
+from include.kafka.produce import ensure_topic
 from include.registry import Trigger
 from include.storage import reader
 from spark_jobs.streaming_query import run_job
@@ -44,7 +45,9 @@ def cdc_registry(raw, tmp_path, lakehouse_env, kafka_broker):
         "transform": {"kind": "apply_changes", "keys": ["id"], "scd": 2, "track_history": {"except": ["updated_at"]}},
         "sink": {"table": "silver/customers_history", "mode": "update"}}
     registry = saved_registry(raw, tmp_path / "cdc_registry.yaml", lakehouse_env)
-    return registry, f"{database}.public.customers"
+    topic = f"{database}.public.customers"
+    ensure_topic(kafka_broker, topic, 1)  # as `lakehouse cdc up` makes it before the first change
+    return registry, topic
 
 
 def customer(key: int, name: str, email: str = "x@shop", country: str = "FR", at: int = 0) -> dict:
@@ -74,7 +77,11 @@ def scenario() -> list[list[Change]]:
               Change("d", {"id": 6}, commit=100)]
     third = [Change("u", customer(6, "n6b"), commit=95),  # older than the delete of its key, arriving after it
              Change("u", customer(5, "n5c", country="DE", at=5), commit=85),  # untracked, late, between versions
-             Change("c", customer(7, "n7"), commit=110)]
+             Change("c", customer(7, "n7"), commit=110),
+             # a new snapshot (the connector's offsets lost): it restates the changes captured before it, and
+             # brings a key no change had touched
+             Change("r", customer(1, "n1-stale"), commit=120, snapshot_lsn=999_000),
+             Change("r", customer(8, "n8"), commit=120, snapshot_lsn=999_000)]
     return [first, second, third]
 
 

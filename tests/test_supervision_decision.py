@@ -9,7 +9,7 @@ import pytest
 
 from include.checkpoints.journal import ActionPending
 from include.checkpoints.plan import PENDING, Change, Plan, PlanRequired
-from include.checkpoints.preflight import BrokerDown, CheckpointConflict, Refusal
+from include.checkpoints.preflight import BrokerDown, CheckpointConflict, Refusal, SourceUncapturable
 from include.checkpoints.validate import CheckpointDamaged
 from include.ops.decision import Act, Bookkeeping, Decision, Snapshot, decide
 from include.ops.health import Health
@@ -142,7 +142,9 @@ PLAN = Plan(JOB, "repartition", (Change("state_store.shuffle_partitions", 2, 4, 
      "not started: offsets/3 is truncated"),
     (Refusal("checkpoint", CheckpointConflict("no checkpoint, but rows")), "blocked", "error",
      "not started: no checkpoint, but rows"),
-], ids=["held", "broker", "plan", "pending-plan", "action", "damaged", "checkpoint"])
+    (Refusal("source", SourceUncapturable("job 'bronze_customers': table public.customers is missing")), "blocked",
+     "error", "not started: job 'bronze_customers': table public.customers is missing"),
+], ids=["held", "broker", "plan", "pending-plan", "action", "damaged", "checkpoint", "source"])
 def test_a_job_down_that_may_not_start_is_not_started_and_spends_no_restart(refusal, action, severity, alert):
     for heartbeat in (None, CRASHED):  # never ran, or crashed: the preflight comes first either way
         decision = decide(seen(heartbeat=heartbeat, refusal=refusal, book=Bookkeeping(restarts=1, batch_at_restart=7)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from include import checkpoints
+from include.cdc.database import check_source
 from include.checkpoints.journal import ActionPending, refuse_if_pending
 from include.checkpoints.plan import PENDING, Plan, PlanRequired, plan_job, read_start_position
 from include.checkpoints.validate import CheckpointDamaged, check_job_files
@@ -22,6 +23,10 @@ from include.settings import Settings
 
 class CheckpointConflict(ValueError):
     """The requested settings, or the job's tables, contradict what its checkpoint has fixed."""
+
+
+class SourceUncapturable(ValueError):
+    """The database of one of the job's `cdc:` sources cannot capture its table as the registry declares it."""
 
 
 class BrokerDown(BrokerError):
@@ -46,10 +51,12 @@ class Startable:
 
 
 # What refuses a start, by kind: another writer, an unfinished checkpoint action, damaged checkpoint files, a
-# checkpoint the job cannot resume as it is, a plan other than resume or evolve, a Kafka source's broker down.
+# checkpoint the job cannot resume as it is, a plan other than resume or evolve, a Kafka source's broker down, a CDC
+# source's database that cannot capture its table as declared.
 KINDS: tuple[tuple[type[Exception], str], ...] = (
     (lease.LeaseHeld, "held"), (ActionPending, "action"), (CheckpointDamaged, "damaged"),
     (CheckpointConflict, "checkpoint"), (PlanRequired, "plan"), (BrokerDown, "broker"),
+    (SourceUncapturable, "source"),
 )
 
 
@@ -89,6 +96,10 @@ def preflight(settings: Settings, registry: Registry, job: JobSpec, *, shuffle_p
     down = unreachable_broker(settings, job)
     if down:
         raise BrokerDown(job.id, down)
+    for source in job.sources:
+        problem = check_source(settings, source) if source.cdc is not None else None
+        if problem:
+            raise SourceUncapturable(f"job {job.id!r}: {problem}")
     return Startable(job, plan)
 
 

@@ -6,8 +6,9 @@ every change raw, with the row as the change left it (a delete: as it was) and t
 
 - `_cdc_op`: `c` insert, `u` update, `d` delete, `r` read by a snapshot, `t` the tombstone Debezium sends after a
   delete (its key only);
-- `_cdc_sequence`: the change's place in the database's commit order, as sortable text (equal for the same change
-  delivered twice); an `apply_changes` job orders by it unless it names another column;
+- `_cdc_sequence`: the change's place among its key's changes in the database's commit order, as sortable text (a
+  snapshot's rows first, then by WAL position; equal for the same change delivered twice); an `apply_changes` job
+  orders by it unless it names another column;
 - `_cdc_lsn`, `_cdc_tx_id`: the change's WAL position and transaction; `_cdc_commit_time`: when its transaction
   committed (a snapshot's row: when it was read).
 

@@ -37,7 +37,8 @@ class Change:
 
     @property
     def sequence(self) -> tuple:
-        return (self.last_commit or 0, 0 if self.op == "r" else 1, self.lsn)
+        """A key's changes in commit order: a snapshot's rows first, then by LSN."""
+        return (0 if self.op == "r" else 1, self.lsn)
 
     @property
     def committed_at(self) -> datetime:
@@ -88,8 +89,12 @@ class Oracle:
     changes: dict[tuple, Change] = field(default_factory=dict)
 
     def add(self, changes: list[Change]) -> None:
+        """Changes delivered in this order; a snapshot's row of a key whose changes were delivered before it (a later
+        snapshot) restates what they say: left out."""
         for change in changes:
-            self.changes.setdefault((change.key, change.sequence), change)
+            captured = any(c.key == change.key and c.op != "r" for c in self.changes.values())
+            if change.op != "r" or not captured:
+                self.changes.setdefault((change.key, change.sequence), change)
 
     def type1(self) -> dict:
         latest: dict = {}
