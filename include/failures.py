@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from enum import IntEnum
 
+from include.cdc.database import CdcError
 from include.kafka.broker import BrokerError
 from include.records.lease import LeaseHeld, LeaseLost
 from include.registry import RegistryError
@@ -27,7 +28,7 @@ def classify_failure(exc: Exception) -> tuple[ExitCode, str] | None:
     """The exit code and the one line of a failure a user can fix; None for anything else."""
     if isinstance(exc, LeaseHeld | LeaseLost):  # another process holds it (or took it over): not this one's
         return ExitCode.REFUSED, str(exc)
-    if isinstance(exc, BrokerError):  # a broker down or a topic missing: nothing the job can do about it
+    if isinstance(exc, BrokerError | CdcError):  # a server down or a topic missing: nothing the job can do about it
         return ExitCode.FAILED, str(exc)
     if isinstance(exc, KeyError):
         return ExitCode.BAD_INPUT, str(exc.args[0] if exc.args else exc)

@@ -46,8 +46,10 @@ def test_bad_input_is_named(lakehouse_env):
     assert trigger.returncode == 2 and "bad trigger 'every minute'" in trigger.stderr
     partitions = run_cli(["run", "bronze_clickstream", "--shuffle-partitions", "100000"], lakehouse_env, timeout=60)
     assert partitions.returncode == 2 and "at most 2000, got 100000" in partitions.stderr
-    source = run_cli(["generate", "--source", "orders", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
-    assert source.returncode == 2 and "unknown source 'orders'" in source.stderr
+    source = run_cli(["generate", "--source", "refunds", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
+    assert source.returncode == 2 and "unknown source 'refunds'" in source.stderr
+    captured = run_cli(["generate", "--source", "orders", "--events", "5", "--seed", "1"], lakehouse_env, timeout=60)
+    assert captured.returncode == 2 and "`lakehouse generate --source shop`" in captured.stderr
 
 
 def test_the_help_says_how_many_commands_there_are_and_lists_each_one():

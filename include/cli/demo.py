@@ -20,6 +20,8 @@ from include.airflow.environment import (
     start_airflow,
 )
 from include.catalog import metastore
+from include.cdc import capture, chain, connect, shop
+from include.cdc.shop import HARD_CASES_EVENTS
 from include.cli.command import command
 from include.cli.generate import generate_into
 from include.generator import GeneratorConfig
@@ -30,6 +32,8 @@ from include.registry import Registry, Trigger, load_registry
 from include.settings import Settings, load_settings
 from spark_jobs.driver import install_stop_handler
 from spark_jobs.job_process import run
+
+SHOP_SHARE = 10  # the shop database's changes: a tenth of the events of each other source
 
 
 def _arguments(demo: argparse.ArgumentParser) -> None:
@@ -51,6 +55,8 @@ def demo(settings: Settings, args: argparse.Namespace) -> int:
         settings.require_writable_root()
         if any(j.source.kind == "kafka" for j in registry.jobs.values()):
             cleanup.enter_context(broker_for_demo(settings))
+        if registry.cdc_sources():
+            cleanup.enter_context(cdc_for_demo(settings, registry))
         cleanup.enter_context(catalog_for_demo(settings))
         return run_demo(settings, registry, args)
 
@@ -97,13 +103,36 @@ def broker_for_demo(settings: Settings) -> AbstractContextManager[None]:
     return _started_for_the_demo(started, message, lambda: broker.down(settings))
 
 
+@contextmanager
+def cdc_for_demo(settings: Settings, registry: Registry) -> Iterator[None]:
+    """A context in which the CDC chain runs (the local database, the Connect worker, the connectors), stopped on
+    exit when the demo started it; its replication slot stays, so the next demo's connector resumes there."""
+    bootstrap = bootstrap_servers(settings)
+    started = not connect.answers(settings.connect_url)
+    lines = chain.up(settings, registry, bootstrap)
+    with _started_for_the_demo(started, "\n".join(lines), lambda: "; ".join(chain.down(settings, registry, bootstrap))):
+        yield
+
+
+def generate_shop(settings: Settings, registry: Registry, changes: int, seed: int) -> None:
+    """The shop database's transactions, waited for until every change is on its table's topic."""
+    topics = [s.cdc.topic for sources in registry.cdc_sources().values() for s in sources]
+    before = capture.end_offsets(bootstrap_servers(settings), topics)
+    run_ = shop.run(settings, changes, seed)
+    capture.wait_captured(bootstrap_servers(settings), before, capture.expected_messages(registry, run_.transactions))
+    sys.stderr.write(f"shop: {len(run_.transactions)} transactions committed and captured ({run_.oracle})\n")
+
+
 def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -> int:
     from include.summary import summarize
 
     stop = install_stop_handler()
-    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
+    sources = {j.source.name: j.source for j in registry.jobs.values()
+               if j.source.kind in ("landing", "kafka") and j.source.cdc is None}
     for _, source in sorted(sources.items()):
         generate_into(settings, source, GeneratorConfig(events=args.events, seed=args.seed, files=args.files))
+    if registry.cdc_sources():
+        generate_shop(settings, registry, max(args.events // SHOP_SHARE, HARD_CASES_EVENTS), args.seed)
     if args.direct:
         if stop.is_set():
             return 0

@@ -64,7 +64,12 @@ def generate(settings: Settings, args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(shop.run(settings, args.events, args.seed).summary(), indent=2) + "\n")
         return 0
     registry = load_registry(settings.registry_path)
-    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
+    captured = {s.name: s.cdc.database for tables in registry.cdc_sources().values() for s in tables}
+    if args.source in captured:
+        raise ValueError(f"source {args.source!r} is a database table's changes: they come from its database "
+                         f"(`lakehouse generate --source {LOCAL_DATABASE}` writes the demo's)")
+    sources = {j.source.name: j.source for j in registry.jobs.values()
+               if j.source.kind in ("landing", "kafka") and j.source.cdc is None}
     if args.source not in sources:
         raise ValueError(f"unknown source {args.source!r}; the registry's landing and Kafka sources: {sorted(sources)}"
                          f", and {LOCAL_DATABASE!r} (the CDC demo database)")

@@ -92,7 +92,7 @@ def source_span(settings: Settings, spec: TableSpec) -> SourceSpan:
     path = settings.layout.table(spec.source_table)
     where = spec.where if isinstance(spec, JoinTable) else None
     described = f"{spec.source_table}" + (f" where {where}" if where else "")
-    if not delta_store.table_exists(path):
+    if not delta_store.table_exists(path) or spec.event_time is None:  # no event time: nothing to be fresh about
         return SourceSpan(None, None, described)
     return SourceSpan(*event_time_bounds(path, spec.event_time, where), described)
 
