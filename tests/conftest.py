@@ -126,6 +126,10 @@ def pytest_configure(config):
     from include.daemons import free_port_block
 
     os.environ["LAKEHOUSE_METASTORE_URI"] = f"thrift://127.0.0.1:{free_port_block([0])}"
+    # The CDC chain a test or `lakehouse demo` starts (the local database, the Connect worker): ports of their own per
+    # worker, never a chain the developer runs
+    os.environ["LAKEHOUSE_CDC_POSTGRES_PORT"] = str(free_port_block([0]))
+    os.environ["LAKEHOUSE_CONNECT_URL"] = f"http://127.0.0.1:{free_port_block([0])}"
     os.environ["AWS_ACCESS_KEY_ID"] = f"lakehouse-tests-{worker or 'main'}"
     os.environ["AWS_SECRET_ACCESS_KEY"] = uuid.uuid4().hex
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG

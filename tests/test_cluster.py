@@ -18,6 +18,7 @@ import socket
 import sys
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.airflow, pytest.mark.spark, pytes
 JOBS = ["bronze_clickstream", "silver_clickstream", "gold_user_activity_5m", "gold_user_sessions",
         "gold_user_session_summaries"]
 GOLD = ["gold/user_activity_5m", "gold/user_sessions"]
+CDC_JOBS = ["bronze_customers", "silver_customers"]  # the shop database's changes, captured by the cluster's chain
 
 
 def free_ports(count: int) -> int:
@@ -77,6 +79,7 @@ def cluster(tmp_path_factory):
            "LAKEHOUSE_REGISTRY": str(registry), "LAKEHOUSE_LOCAL_DIR": str(base / "local"),
            "LAKEHOUSE_S3_ENDPOINT": endpoint,
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}", "LAKEHOUSE_SQL_PORT": str(free_ports(1)),
+           "LAKEHOUSE_CDC_POSTGRES_PORT": str(free_ports(1)), "LAKEHOUSE_CONNECT_URL": f"http://127.0.0.1:{free_ports(1)}",
            "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)},{free_ports(1)}",
            # the runs here are the tests' own: a DAG they unpause must not add its hourly run when the module spans the
            # top of an hour (it took the cluster's cores for minutes: a test waiting for them used 261 s of its 300)
@@ -120,6 +123,38 @@ def land(cluster: Cluster, seed: int, hours: int) -> None:
     landed = generate(cluster.settings, events=600, seed=seed, files=2, users=20,
                       start=DEFAULT_START + timedelta(hours=hours))
     cluster.drops.append(arrival_order(landed.files))
+
+
+def commit_shop(cluster: Cluster, changes: int, seed: int) -> None:
+    """The shop generator's transactions on the cluster's CDC database, waited for until they are on their topics."""
+    from include.cdc import capture
+
+    registry = load_registry(cluster.settings.registry_path)
+    topics = [s.cdc.topic for sources in registry.cdc_sources().values() for s in sources]
+    before = capture.end_offsets(cluster.env["LAKEHOUSE_KAFKA_BOOTSTRAP"], topics)
+    generated = run_cli(["generate", "--source", "shop", "--events", str(changes), "--seed", str(seed)], cluster.env)
+    assert generated.returncode == 0, generated.stderr[-2000:]
+    lines = [json.loads(x) for x in Path(json.loads(generated.stdout)["oracle"]).read_text().splitlines()]
+    capture.wait_captured(cluster.env["LAKEHOUSE_KAFKA_BOOTSTRAP"], before, capture.expected_messages(registry, lines))
+
+
+def assert_customers_equal_the_database(cluster: Cluster) -> None:
+    """silver/customers (SCD type 1, written by the master's executors on S3) holds what the database holds."""
+    from include.cdc import database
+    from include.storage import reader
+
+    columns = ("id", "name", "email", "country", "updated_at")
+    connection = database.connect(database.address(replace(cluster.settings, cdc_postgres_port=int(
+        cluster.env["LAKEHOUSE_CDC_POSTGRES_PORT"]))))
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {', '.join(columns)} FROM public.customers")
+            expected = {row[0]: row for row in cursor.fetchall()}
+    finally:
+        connection.close()
+    table = reader.query(cluster.settings.layout.table("silver/customers"), f"SELECT {', '.join(columns)} FROM t")
+    found = {row["id"]: tuple(row[c] for c in columns) for row in table.to_pylist()}
+    assert found == expected
 
 
 def assert_equals_the_oracle(cluster: Cluster) -> None:
@@ -195,7 +230,8 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
                          for c in airflow_services.COMPONENTS), 180, "Airflow's components to answer again", interval=1)
 
     land(cluster, seed=41, hours=0)
-    run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS})
+    commit_shop(cluster, changes=60, seed=41)
+    run_id = cluster.api.trigger("lakehouse_backfill", {"jobs": JOBS + CDC_JOBS})
     wait_for(lambda: any(a["name"] == "lakehouse-jobs" for a in
                          (spark_standalone.master_state(top) or {}).get("activeapps", [])),
              240, "the backfill's application on the master", interval=0.5)
@@ -222,8 +258,9 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
     state = cluster.api.wait("lakehouse_backfill", run_id, timeout=600)
     tasks = cluster.api.task_states("lakehouse_backfill", run_id)
     assert state == "success", tasks
-    assert all(tasks[job] == "success" for job in JOBS), tasks
+    assert all(tasks[job] == "success" for job in JOBS + CDC_JOBS), tasks
     assert_equals_the_oracle(cluster)
+    assert_customers_equal_the_database(cluster)
 
     master = spark_standalone.master_state(top)
     assert [w for w in master["workers"] if w["state"] != "ALIVE"], "the master saw no worker lost"
