@@ -356,6 +356,23 @@ def test_the_preflight_check_names_the_problem_of_a_source_and_nothing_when_the_
 
 @pytest.mark.cdc
 @pytest.mark.kafka
+def test_a_job_whose_table_the_database_keys_otherwise_is_refused_before_a_jvm(cdc_chain, tmp_path):
+    """The one preflight (include/checkpoints/preflight.py) asks the database: one line, exit 2, no driver started,
+    nothing written."""
+    sources = cdc_registry()["sources"]
+    keyed = cdc_registry({"customers": {**sources["customers"], "cdc": {**sources["customers"]["cdc"],
+                                                                         "keys": ["email"]}}})
+    registry = write_registry(tmp_path / "keyed.yaml", keyed)
+    refused = cdc_chain.cli("run", "bronze_customers", LAKEHOUSE_REGISTRY=str(registry), timeout=120)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    lines = [x for x in refused.stderr.splitlines() if x.startswith("lakehouse run:")]
+    assert len(lines) == 1 and "not the registry's keys (email)" in lines[0], refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr and "SparkContext" not in refused.stderr
+    assert not (cdc_chain.settings.layout.checkpoint("bronze_customers") / "offsets").exists()
+
+
+@pytest.mark.cdc
+@pytest.mark.kafka
 def test_down_keeps_the_slot_and_says_so_then_purge_drops_slot_publication_and_connector(cdc_chain):
     try:
         _down_then_purge(cdc_chain)
