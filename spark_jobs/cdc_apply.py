@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from include.registry import JobSpec
 from include.registry.cdc import SEQUENCE
 from include.storage.paths import StoragePath
+from spark_jobs.schemas import spark_type
 
 ORDER = "_order"  # the change's sequence as sortable text
 DELETE = "_delete"  # the change deletes its key
@@ -34,7 +35,11 @@ def changes(stream: DataFrame, job: JobSpec) -> DataFrame:
     tombstones (the key of a delete, again) and rows without an order left out."""
     spec = job.transform
     optional = [c for c in ("_cdc_tx_id", "_cdc_commit_time", "_kafka_offset") if c in stream.columns]
-    return (stream.select(*spec.columns, *optional, sortable(stream, spec.sequence_by).alias(ORDER),
+    # a column the job's output gains before its input has it (bronze not evolved yet, or commits read under the
+    # schema they were written with) reads null
+    data = [F.col(c) if c in stream.columns else F.lit(None).cast(spark_type(job.output_schema[c])).alias(c)
+            for c in spec.columns]
+    return (stream.select(*data, *optional, sortable(stream, spec.sequence_by).alias(ORDER),
                           F.coalesce(F.expr(spec.delete_when), F.lit(False)).alias(DELETE),
                           F.col("_cdc_op") if "_cdc_op" in stream.columns else F.lit(None).alias("_cdc_op"))
             .where(F.col(ORDER).isNotNull() & ~F.coalesce(F.col("_cdc_op") == "t", F.lit(False)))

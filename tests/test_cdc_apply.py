@@ -1,6 +1,7 @@
 """Change data capture applied: a table's Debezium change events, from a real broker, through bronze into SCD type 1
 and type 2 tables, equal to the oracle (tests/support/cdc_events.py) whatever order the changes reach the topic in,
-replayed or not, and exactly once across a kill -9 between a batch's two commits."""
+replayed or not, exactly once across a kill -9 between a batch's two commits, and a column the database table gains
+taken in place (`evolve`), nothing read again."""
 
 from __future__ import annotations
 
@@ -148,3 +149,36 @@ def test_a_kill_between_a_batchs_two_commits_loses_and_duplicates_nothing(settin
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert run_cli(["run", "silver_customers", "silver_customers_history"], lakehouse_env, timeout=300).returncode == 0
     assert_tables_equal_the_oracle(settings, oracle)
+
+
+def test_a_column_the_database_table_gains_evolves_the_chain_in_place(spark, settings, cdc_registry, raw, tmp_path,
+                                                                      lakehouse_env, kafka_broker):
+    """`ALTER TABLE customers ADD COLUMN phone`: Debezium's rows carry it; bronze rescues it until the registry names
+    it, then every job of the chain plans `evolve`, gains the column in place and reads only what is new: the keys
+    changed since carry their phone, the others read null until their next change."""
+    from include.checkpoints.plan import plan_job
+
+    registry, topic = cdc_registry
+    before = [Change("c", customer(k, f"n{k}"), commit=k) for k in (1, 2, 3)]
+    produce(kafka_broker, topic, messages(before))
+    for job_id in JOBS:
+        run_job(spark, settings, registry, job_id, AVAILABLE_NOW)
+    rescued = [Change("u", {**customer(1, "n1b"), "phone": "+33 1"}, commit=10)]
+    produce(kafka_broker, topic, messages(rescued))
+    run_job(spark, settings, registry, "bronze_customers", AVAILABLE_NOW)
+    kept = reader.query(settings.layout.table("bronze/customers"), "SELECT _rescued FROM t WHERE _rescued IS NOT NULL")
+    assert kept.column("_rescued").to_pylist() == ['{"phone":"+33 1"}']
+
+    raw["sources"]["customers"]["schema"]["phone"] = "string"
+    evolved = saved_registry(raw, tmp_path / "evolved.yaml", lakehouse_env)
+    assert {j: plan_job(evolved.job(j), evolved, settings.layout.checkpoint(j)).mode for j in JOBS} == dict.fromkeys(
+        JOBS, "evolve")
+    after = [Change("u", {**customer(2, "n2b"), "phone": "+49 2"}, commit=20)]
+    produce(kafka_broker, topic, messages(after))
+    rows_in = {j: run_job(spark, settings, evolved, j, AVAILABLE_NOW).summary for j in JOBS}
+    assert "1 rows in" in rows_in["bronze_customers"], rows_in  # the new message only: nothing read again
+    phones = reader.query(settings.layout.table("silver/customers"), "SELECT id, phone FROM t ORDER BY id")
+    assert phones.to_pylist() == [{"id": 1, "phone": None}, {"id": 2, "phone": "+49 2"}, {"id": 3, "phone": None}]
+    history = reader.query(settings.layout.table("silver/customers_history"),
+                           "SELECT id, phone FROM t WHERE __end_at IS NULL ORDER BY id")
+    assert history.to_pylist() == [{"id": 1, "phone": None}, {"id": 2, "phone": "+49 2"}, {"id": 3, "phone": None}]
