@@ -27,18 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.registry import RESCUED_COLUMN, JobSpec
+from spark_jobs import json_values as values
 from spark_jobs import landing, strict_json
-from spark_jobs.json_values import (
-    KAFKA_COORDINATES,
-    QUARANTINE_REASON,
-    RAW_LINE,
-    field_reasons,
-    json_fields,
-    kafka_coordinates,
-    raw_line,
-    rescued_fields,
-    typed_value,
-)
 
 CHANGE_OPS = ("c", "u", "d", "r")
 TOMBSTONE = "t"
@@ -64,35 +54,30 @@ def parse_changes(raw: DataFrame, job: JobSpec) -> DataFrame:
     image = F.when(tombstone, key).when(op == "d", F.get_json_object(value, "$.before")).otherwise(
         F.get_json_object(value, "$.after"))
     parsed = raw.select(
-        raw_line(value, utf8).alias(RAW_LINE),
-        *kafka_coordinates(),
+        values.raw_line(value, utf8).alias(values.RAW_LINE),
+        *values.kafka_coordinates(),
         F.current_timestamp().alias("_ingested_at"),
         op.alias("_op"), env["source"].alias("_source"),
-        json_fields(image, schema).alias("j"),
-        rescued_fields(image, schema).alias(RESCUED_COLUMN),
+        values.json_fields(image, schema).alias("j"),
+        values.rescued_fields(image, schema).alias(RESCUED_COLUMN),
         F.when(utf8 & ~tombstone, strict_json.strict_reason(value, {})).alias("_strict"),
         image.isNull().alias("_no_image"), utf8.alias("_utf8"), tombstone.alias("_tombstone"),
         F.octet_length(value).alias(landing.LINE_BYTES),
     )
     typed = {column: change_value(F.col("j")[column], ctype) for column, ctype in schema.items()}
     change = ~F.col("_tombstone")
-    reason = (F.when(F.col(RAW_LINE).isNull() & change, F.lit("empty_message"))
+    reason = (F.when(F.col(values.RAW_LINE).isNull() & change, F.lit("empty_message"))
               .when(~F.col("_utf8"), F.lit("invalid_utf8"))
               .when(F.col("_strict").isNotNull(), F.col("_strict"))
               .when(change & (~F.col("_op").isin(*CHANGE_OPS) | F.col("_source.lsn").isNull()),
                     F.lit("not_a_change_event"))
               .when(F.col("_no_image"), F.lit("missing_image"))
               .when(F.col("j").isNull() | F.col("j._corrupt_record").isNotNull(), F.lit("wrong_type")))
-    reason = field_reasons(reason, lambda c: F.col("j")[c], schema, required, typed)
+    reason = values.field_reasons(reason, lambda c: F.col("j")[c], schema, required, typed)
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
         *change_columns(),
-        RESCUED_COLUMN,
-        *KAFKA_COORDINATES, "_source_file",
-        "_ingested_at",
-        RAW_LINE,
-        reason.alias(QUARANTINE_REASON),
-        landing.LINE_BYTES,
+        *values.bronze_tail(reason, [*values.KAFKA_COORDINATES, "_source_file"]),
     )
 
 
@@ -100,10 +85,10 @@ def change_value(value: Column, ctype: str) -> Column:
     """A field of an image in its column's type: a time as Debezium encodes it (ISO text, or a number since the
     epoch: milliseconds for a timestamp, days for a date)."""
     if ctype == "timestamp":
-        return F.coalesce(typed_value(value, ctype), F.when(value.rlike(DIGITS), F.timestamp_millis(value.cast("long"))))
+        return F.coalesce(values.typed_value(value, ctype), F.when(value.rlike(DIGITS), F.timestamp_millis(value.cast("long"))))
     if ctype == "date":
-        return F.coalesce(typed_value(value, ctype), F.when(value.rlike(DIGITS), F.date_from_unix_date(value.cast("int"))))
-    return typed_value(value, ctype)
+        return F.coalesce(values.typed_value(value, ctype), F.when(value.rlike(DIGITS), F.date_from_unix_date(value.cast("int"))))
+    return values.typed_value(value, ctype)
 
 
 def change_columns() -> list[Column]:

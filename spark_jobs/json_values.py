@@ -8,8 +8,10 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.registry import RESCUED_COLUMN
 from include.spark_session import RESCUED_FIELDS_FUNCTION
 from spark_jobs import strict_json
+from spark_jobs.landing import LINE_BYTES
 from spark_jobs.schemas import spark_type
 
 QUARANTINE_REASON = "_quarantine_reason"
@@ -73,3 +75,9 @@ def kafka_coordinates() -> list[Column]:
             F.col("offset").alias("_kafka_offset"), F.col("timestamp").alias("_kafka_timestamp"),
             F.concat_ws("/", F.concat(F.lit("kafka:"), F.col("topic")), F.col("partition").cast("string"),
                         F.col("offset").cast("string")).alias("_source_file")]
+
+
+def bronze_tail(reason: Column, provenance: list[str]) -> list[Column | str]:
+    """The columns every bronze parse ends its rows with, after the typed ones: what the schema does not name, where
+    the line came from, when it was read, the line itself, its quarantine reason and its size."""
+    return [RESCUED_COLUMN, *provenance, "_ingested_at", RAW_LINE, reason.alias(QUARANTINE_REASON), LINE_BYTES]

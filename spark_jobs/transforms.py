@@ -22,8 +22,8 @@ from spark_jobs.cdc_apply import changes
 from spark_jobs.cdc_parse import parse_changes
 from spark_jobs.json_values import (
     KAFKA_COORDINATES,
-    QUARANTINE_REASON,
     RAW_LINE,
+    bronze_tail,
     field_reasons,
     json_fields,
     kafka_coordinates,
@@ -184,12 +184,7 @@ def parse_json(raw: DataFrame, job: JobSpec) -> DataFrame:
     provenance = [*KAFKA_COORDINATES, "_source_file"] if kafka else ["_source_file"]
     return parsed.select(
         *[expr.alias(column) for column, expr in typed.items()],
-        RESCUED_COLUMN,
-        *provenance,
-        "_ingested_at",
-        RAW_LINE,
-        reason.alias(QUARANTINE_REASON),
-        landing.LINE_BYTES,
+        *bronze_tail(reason, provenance),
     )
 
 
