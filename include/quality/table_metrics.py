@@ -17,6 +17,10 @@ row of metrics (what the Great Expectations table suite asserts on) plus the obs
   final when emitted and alerts are rare: the table is complete up to it); ``overlapping_alerts`` counts
   alerts that start at or before the previous alert of their entity and type, ``overlapping_sessions``
   sessions of a key that start within the gap of the previous one's end.
+- SCD tables (``apply_changes``, :mod:`include.quality.scd_metrics`): freshness is the latest change the table holds
+  or its job has read (the latest bronze ``_cdc_commit_time`` among the bronze versions its last committed batch had
+  read: a change that alters no row, a snapshot's row restating what the table holds); a type 2 table's
+  ``keys_with_several_current_versions`` and ``overlapping_versions``.
 - Reconciliation (windows and sessions, see :mod:`include.quality.reconciliation`): finalized rows are
   those ending at or before the gold job's watermark, read from its checkpoint (the offset log entry
   of its latest committed batch). Without a checkpoint (tables written by other means), the
@@ -36,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from include import checkpoints
+from include.quality import scd_metrics
 from include.quality.reconciliation import (
     SourceEvents,
     match_sessions,
@@ -46,9 +51,11 @@ from include.quality.reconciliation import (
 from include.quality.suites import (
     AggregateTable,
     AlertTable,
+    HistoryTable,
     JoinTable,
     ProcessorTable,
     RunningTable,
+    ScdTable,
     SessionTable,
     TableSpec,
 )
@@ -117,6 +124,8 @@ def _lag_seconds(latest_source_event: int | None, reference: int | None) -> int:
 def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_before: int | None = None) -> TableMetrics:
     """The metrics row and observed details of the table checks of `spec`'s table at `version`
     (`validated_before`: the version the previous quality run validated, which running totals are compared with)."""
+    if isinstance(spec, ScdTable):
+        return scd_table_metrics(settings, spec, version)
     counts = spec.counts[:1] if isinstance(spec, AggregateTable) and spec.reconciled else ()
     columns = list(dict.fromkeys([*spec.unique_key, spec.freshness_column, *counts]))
     gold = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns)
@@ -184,6 +193,34 @@ def table_metrics(settings: Settings, spec: TableSpec, version: int, validated_b
         metrics[spec.unreconciled_metric] = reconciled[spec.unreconciled_metric]
         details["reconciliation"] = {**reconciled, "watermark": iso(watermark), "watermark_source": watermark_source}
     return TableMetrics(metrics, details, gold.num_rows)
+
+
+def scd_table_metrics(settings: Settings, spec: ScdTable, version: int) -> TableMetrics:
+    """The metrics of an SCD table at `version`: duplicates, freshness, and a type 2 table's versions per key (among
+    distinct versions: a repeated one is the uniqueness check's finding)."""
+    columns = list(dict.fromkeys([*spec.unique_key, *spec.held_times]))
+    rows = delta_store.read_table(settings.layout.table(spec.table), version=version, columns=columns)
+    versions = rows.to_pandas().drop_duplicates(list(spec.unique_key))
+    duplicates = rows.num_rows - len(versions)
+    span = source_span(settings, spec)
+    held = scd_metrics.latest_held(settings, spec, rows)
+    read, read_position = consumed_until(settings, spec)
+    known = [t for t in (held, read) if t is not None]
+    lag = _lag_seconds(span.latest, max(known) if known else span.earliest)
+    metrics = {spec.duplicates_metric: duplicates, "freshness_lag_seconds": lag}
+    details: dict[str, dict[str, Any]] = {
+        spec.unique_check: {spec.duplicates_metric: duplicates, "rows": rows.num_rows,
+                            f"distinct_{spec.noun}s": len(versions)},
+        "freshness": {"freshness_lag_seconds": lag, "allowed_lag_seconds": spec.freshness_lag_seconds,
+                      "latest_change_held": iso(held), "read_until": iso(read), "read_position": read_position,
+                      f"latest_{spec.event_time}": iso(span.latest), "source": span.described}}
+    if isinstance(spec, HistoryTable):
+        for check, metric, found in (
+                ("one_current_version", "keys_with_several_current_versions", scd_metrics.several_current),
+                ("versions_apart", "overlapping_versions", scd_metrics.overlapping_versions)):
+            details[check] = found(spec, versions)
+            metrics[metric] = details[check][metric]
+    return TableMetrics(metrics, details, rows.num_rows)
 
 
 def consumed_until(settings: Settings, spec: TableSpec) -> tuple[int | None, str]:

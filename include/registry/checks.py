@@ -41,7 +41,8 @@ CHECKS: dict[str, CheckInfo] = {
                                                        "column of one side null (right outer: the left side)"),
     "unique_rows": CheckInfo(BLOCKING, "table", "one row per (left key, right key); alerts: per (alert_type, "
                                                 "entity, alert_time); session summaries: per (keys, "
-                                                "session_start)"),
+                                                "session_start); SCD type 1: per key; SCD type 2: per (key, "
+                                                "_cdc_sequence)"),
     # running totals (running_aggregate)
     "totals_never_decrease": CheckInfo(BLOCKING, "table", "no key's row count went down or vanished since the "
                                                           "version validated before"),
@@ -56,6 +57,12 @@ CHECKS: dict[str, CheckInfo] = {
     "closed_after_gap": CheckInfo(BLOCKING, "rows", "closed_at is session_end + the gap"),
     "sessions_apart": CheckInfo(BLOCKING, "table", "a key's sessions do not overlap: each starts more than the "
                                                    "gap after the end of the previous one"),
+    # SCD type 2 (apply_changes, scd: 2): a key's versions, __start_at to __end_at (null: current)
+    "version_span": CheckInfo(BLOCKING, "rows", "a closed version's __start_at is before its __end_at"),
+    "one_current_version": CheckInfo(BLOCKING, "table", "a key has at most one current version (__end_at null)"),
+    "versions_apart": CheckInfo(BLOCKING, "table", "a key's versions do not overlap: in __start_at order, none "
+                                                   "starts before the previous one's __end_at, nor after a current "
+                                                   "one (two current versions are one_current_version's)"),
     # bronze (parse_json)
     "no_rescued_fields": CheckInfo(WARNING, "rows", "no row carries a field its source's schema does not name (kept "
                                                     "in `_rescued`); the result names the fields and the rows per "
@@ -72,7 +79,8 @@ CHECKS: dict[str, CheckInfo] = {
                                               "joins, its latest left event time; sessions, the end of the "
                                               "earliest source session closed after its latest session_end "
                                               "that it lacks (none: up to date); alerts and session "
-                                              "summaries, the job's watermark"),
+                                              "summaries, the job's watermark; SCD tables, the latest change "
+                                              "(_cdc_commit_time) they hold or their job has read"),
     "reconciliation": CheckInfo(BLOCKING, "table", "per finalized window or session, the count equals the "
                                                    "distinct source events in it, less at most those that "
                                                    "reached the source after the job's watermark could have "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from include.registry.cdc import ApplyChanges
 from include.registry.specs import (
     ParseJson,
     RunningAggregate,
@@ -14,7 +15,7 @@ from include.registry.specs import (
 )
 
 QUALITY_KINDS = (ParseJson.kind, WindowAggregate.kind, SessionAggregate.kind, StreamJoin.kind,  # kinds whose sink has a suite
-                 RunningAggregate.kind, StatefulProcess.kind)  # (stateful_process: alert processors)
+                 RunningAggregate.kind, ApplyChanges.kind, StatefulProcess.kind)  # (stateful_process: alert processors)
 UPDATE_KINDS = (WindowAggregate.kind, RunningAggregate.kind, "apply_changes")  # kinds whose sink may be upserted
 JOIN_TYPES = ("inner", "left_outer", "right_outer", "full_outer")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")

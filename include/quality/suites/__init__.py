@@ -1,4 +1,4 @@
-"""Quality suites of the gold tables (and of bronze's rescued fields), derived from the job registry.
+"""Quality suites of the gold tables (and of bronze's rescued fields and the SCD tables), derived from the job registry.
 
 A suite is built per sink table by the builder of its job's transform kind (:data:`SUITE_BUILDERS`):
 one table spec class per kind, on a common :class:`TableSpec` base.
@@ -12,6 +12,9 @@ one table spec class per kind, on a common :class:`TableSpec` base.
   unmatched rows without right values, uniqueness and freshness.
 - :mod:`.rescued`: :class:`RescuedTable` (``parse_json``, bronze): the rows that carried fields the source's schema
   does not name (``_rescued``), with the field names.
+- :mod:`.scd`: :class:`ScdTable` (``apply_changes``): :class:`CurrentTable` (SCD type 1: one row per key) and
+  :class:`HistoryTable` (SCD type 2: a key's versions, one current, none overlapping); both fresh as the latest change
+  they hold or their job has read.
 - :mod:`.processor`: :class:`ProcessorTable` (``stateful_process``, by the processor's ``suite``):
   :class:`AlertTable` (alerts inside the rule's window, one alert per burst) and :class:`SessionSummaryTable`
   (session bounds, a key's sessions apart); both unique and fresh up to the job's watermark.
@@ -49,6 +52,7 @@ from include.quality.suites.processor import (
     processor_table,
 )
 from include.quality.suites.rescued import RescuedTable, rescued_table
+from include.quality.suites.scd import CurrentTable, HistoryTable, ScdTable, scd_table
 from include.registry import (
     PROCESSORS,
     JobSpec,
@@ -60,12 +64,14 @@ from include.registry import (
     StreamJoin,
     WindowAggregate,
 )
+from include.registry.cdc import ApplyChanges
 
 __all__ = [
     "RUNNING_DEFAULT_LAG_SECONDS", "SUITE_BUILDERS", "AggregateTable", "AlertTable", "AlertWriter", "Check",
-    "JoinTable", "ProcessorTable", "RescuedTable", "RowOps", "RunningTable", "SessionSummaryTable", "SessionTable", "TableSpec",
-    "WindowedTable", "has_suite", "join_table", "processor_table", "quality_tables", "rescued_table", "running_table",
-    "session_table", "windowed_table",
+    "CurrentTable", "HistoryTable", "JoinTable", "ProcessorTable", "RescuedTable", "RowOps", "RunningTable",
+    "ScdTable", "SessionSummaryTable", "SessionTable", "TableSpec", "WindowedTable", "has_suite", "join_table",
+    "processor_table", "quality_tables", "rescued_table", "running_table", "scd_table", "session_table",
+    "windowed_table",
 ]
 
 # Transform kind -> suite builder (the registry's QUALITY_KINDS).
@@ -76,6 +82,7 @@ SUITE_BUILDERS: dict[str, Callable[[JobSpec, Registry], TableSpec]] = {
     StreamJoin.kind: join_table,
     StatefulProcess.kind: processor_table,
     RunningAggregate.kind: running_table,
+    ApplyChanges.kind: scd_table,
 }
 
 
