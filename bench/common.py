@@ -59,3 +59,49 @@ def finish(spark, work: Path, result: dict) -> None:
     print(json.dumps(result, indent=2))
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
+
+
+RESULTS = Path(__file__).resolve().parent / "results"  # the benchmarks' result files (not committed)
+
+
+def write_result(result: dict, out: Path | None, name: str) -> Path:
+    """Write `result` as JSON to `out` (default bench/results/<name>.json); its path."""
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return path
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of process `pid` (default: this one) and of every process below it, with those of
+    the children they have reaped (a Spark driver's finished Python workers, a command's ended processes)."""
+    import os
+
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    root = pid or os.getpid()
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return round(sum(times.get(p, 0.0) for p in tree), 2)
+
+
+def load_average() -> dict[str, float]:
+    """The machine's load averages (1, 5, 15 minutes) and its cores."""
+    import os
+
+    one, five, fifteen = os.getloadavg()
+    return {"1m": round(one, 2), "5m": round(five, 2), "15m": round(fifteen, 2), "cores": os.cpu_count()}
