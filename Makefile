@@ -140,7 +140,7 @@ DOCS_DIR ?= site
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean --site-dir "$(DOCS_DIR)"
 
-bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
+bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(POSTGRES_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/backfill_vs_batch.py
 	$(PY) bench/delta_sink_vs_parquet.py
 	$(PY) bench/repartition_vs_full_refresh.py
@@ -150,6 +150,9 @@ bench: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
 	$(PY) bench/micro_batch_cost.py
 	$(PY) bench/s3_vs_local.py
 	$(PY) bench/catalog_sql.py
+	$(PY) bench/cdc_latency.py --rate 200
+	$(PY) bench/cdc_latency.py --rate 1000
+	$(PY) bench/cdc_backfill.py
 
 # Endurance (issue 41): the live fleet for hours under faults; a benchmark, not a test (bench/soak.py)
 soak: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE)
