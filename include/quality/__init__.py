@@ -4,7 +4,9 @@ the job registry.
 - :mod:`include.registry.checks`: the expectations by stable name, with their default severity
   (the one place severities are declared; a job's ``quality.severity`` in the registry overrides).
 - :mod:`include.quality.suites`: per gold table, what its suite checks (derived from the registry; one
-  table spec class per transform kind: base, aggregate, join and processor modules).
+  table spec class per transform kind: base, aggregate, join, processor, rescued and scd modules).
+- :mod:`include.quality.table_metrics`: the metrics the table checks assert on (the SCD tables':
+  :mod:`include.quality.scd_metrics`).
 - :mod:`include.quality.runner`: ``run_quality``, which validates, records ``_ops/dq_results`` and
   builds the Data Docs.
 - :mod:`include.records.quality_results`: the results, the run's ``QualityReport`` and the ``_ops/dq_results`` table.
