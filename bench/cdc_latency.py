@@ -1,8 +1,8 @@
 """Benchmark: change data capture's latency, from a PostgreSQL commit to its row in the SCD type 1 table, live.
 
     .venv/bin/python bench/cdc_latency.py [--rate 200] [--seconds 120] [--customers 20000] [--rows-per-transaction 1]
-                                          [--warmup 60] [--drain 300] [--bronze-trigger SECONDS] [--seed 1]
-                                          [--out PATH] [--keep]
+                                          [--connections 4] [--warmup 60] [--drain 300] [--bronze-trigger SECONDS]
+                                          [--seed 1] [--out PATH] [--keep]
 
 The real chain, private to the run (a lakehouse root, broker, database and Connect worker under a new scratch
 directory, on free ports; the default ports are never touched): `lakehouse kafka up`, then `lakehouse cdc up` (the local
@@ -14,20 +14,21 @@ read a topic and silver/clickstream this run has not), their live triggers as sh
 unless `--bronze-trigger`, the rest on their upstream's commits).
 
 First `--customers` rows are inserted in one transaction and waited for in silver/customers (the driver's first
-batches, untimed). Then a load generator commits customer updates at `--rate` changes per second for `--seconds`,
-each change an `UPDATE` of one row in a transaction of its own (`--rows-per-transaction N`: N rows per transaction, at
-the same rate of rows), over the customers round robin in a shuffled order (a key changes again only after every
-other one: every change reaches the type 1 table unless its key changed again before silver's batch took it). The
-value written is the change's number (`name = 'bench-<n>'`); its commit time is the client's clock when COMMIT
-returned. While it runs, the table logs of bronze/customers and silver/customers are polled for new versions (every
-50 ms: when each version became visible to a reader); afterwards the rows are read from silver's change data feed and
-bronze's commits. A change's latency: the time the first silver version holding it (or a later change of its key)
-became visible, minus its commit time; p50 / p95 / p99 over the run, over the first `--warmup` seconds of commits
-and after them (steady). Where the time goes, per change: Debezium's delivery (the Kafka message's timestamp minus
-the commit), waiting for bronze's trigger (its batch's `_ingested_at`, the batch's start, minus the message's
-timestamp), bronze's batch (its version visible minus its start), silver (its version visible minus bronze's); and
-each job's batch durations from `_ops/query_progress`, the rate the generator reached and the machine's load. The
-result: bench/results/cdc_latency-<rate>.json (`--out`).
+batches, untimed). Then a load generator commits customer updates at `--rate` changes per second for `--seconds`, each
+change an `UPDATE` of one row in a transaction of its own (`--rows-per-transaction N`: N rows per transaction, at the
+same rate of rows), committed over `--connections` connections side by side (each takes the next transaction due: a
+commit waits for its WAL flush, and one connection does not reach 1,000 a second on a busy machine), over the
+customers round robin in a shuffled order (a key changes again only after every other one: every change reaches the
+type 1 table unless its key changed again before silver's batch took it). The value written is the change's number
+(`name = 'bench-<n>'`); its commit time is the client's clock when COMMIT returned. While it runs, the table logs of
+bronze/customers and silver/customers are polled for new versions (every 50 ms: when each version became visible to a
+reader); afterwards the rows are read from silver's change data feed and bronze's commits. A change's latency: the
+time the first silver version holding it (or a later change of its key) became visible, minus its commit time; p50 /
+p95 / p99 over the run, over the first `--warmup` seconds of commits and after them (steady). Where the time goes, per
+change: Debezium's delivery (the Kafka message's timestamp minus the commit), waiting for bronze's trigger (its
+batch's `_ingested_at`, the batch's start, minus the message's timestamp), bronze's batch (its version visible minus
+its start), silver (its version visible minus bronze's); and each job's batch durations from `_ops/query_progress`,
+the rate the generator reached and the machine's load. The result: bench/results/cdc_latency-<rate>.json (`--out`).
 """
 
 from __future__ import annotations
@@ -125,29 +126,40 @@ def insert_customers(settings, count: int) -> None:
         conn.close()
 
 
-def generate(settings, keys: list[int], rate: int, seconds: int, per_transaction: int,
-             committed: list[float]) -> None:
-    """Updates at `rate` rows per second for `seconds`, `per_transaction` rows per transaction: change n sets
-    customer keys[n % len(keys)]'s name to `bench-<n>`; committed[n] is when its COMMIT returned."""
+def generate(settings, keys: list[int], rate: int, seconds: int, per_transaction: int, connections: int,
+             committed: dict[int, float]) -> None:
+    """Updates at `rate` rows per second for `seconds`, `per_transaction` rows per transaction, over `connections`
+    connections taking the next due transaction in turn: change n sets customer keys[n % len(keys)]'s name to
+    `bench-<n>`; committed[n] is when its COMMIT returned."""
     from include.cdc import database
 
-    conn = database.connect(database.address(settings))
-    conn.autocommit = False
-    try:
-        with conn.cursor() as cur:
-            started = time.monotonic()
-            while (elapsed := time.monotonic() - started) < seconds:
-                due = int(elapsed * rate)
-                while len(committed) + per_transaction <= due:
-                    first = len(committed)
+    issued, lock, started = [0], threading.Lock(), time.monotonic()
+
+    def commit_due() -> None:
+        conn = database.connect(database.address(settings))
+        conn.autocommit = False
+        try:
+            with conn.cursor() as cur:
+                while (elapsed := time.monotonic() - started) < seconds:
+                    with lock:
+                        first = issued[0] if issued[0] + per_transaction <= int(elapsed * rate) else None
+                        issued[0] += per_transaction if first is not None else 0
+                    if first is None:
+                        time.sleep(0.002)
+                        continue
                     for n in range(first, first + per_transaction):
                         cur.execute("UPDATE public.customers SET name = %s, updated_at = now() WHERE id = %s",
                                     (f"{PREFIX}{n}", keys[n % len(keys)]))
                     conn.commit()
-                    committed.extend([time.time()] * per_transaction)
-                time.sleep(0.002)
-    finally:
-        conn.close()
+                    committed.update(dict.fromkeys(range(first, first + per_transaction), time.time()))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=commit_due) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def wait_for(what: str, ready, timeout: float, every: float = 2.0) -> float:
@@ -216,12 +228,12 @@ def batch_seconds(settings) -> dict[str, dict]:
                               if r["job"] == job and r["num_input_rows"]]) for job in MEASURED}
 
 
-def latencies(committed: list[float], keys: list[int], shown: dict, bronze: dict, started: float,
+def latencies(committed: dict[int, float], keys: list[int], shown: dict, bronze: dict, started: float,
               warmup: int) -> dict:
     """Each change's latency and its parts, summarized over the run, its first `warmup` seconds and after."""
     overall, first, steady, parts = [], [], [], {"delivery": [], "bronze_wait": [], "bronze_batch": [], "silver": []}
     unseen = superseded = 0
-    for number, commit in enumerate(committed):
+    for number, commit in sorted(committed.items()):
         changes = shown.get(keys[number % len(keys)], [])
         at = bisect.bisect_left(changes, (number, float("-inf")))
         if at == len(changes):
@@ -261,6 +273,9 @@ def main() -> None:
     parser.add_argument("--customers", type=int, default=20_000,
                         help="the customers the changes go round (default 20,000: bronze's live admission)")
     parser.add_argument("--rows-per-transaction", type=int, default=1, help="rows updated per transaction (default 1)")
+    parser.add_argument("--connections", type=int, default=4,
+                        help="database connections committing the changes side by side (default 4: one commit waits "
+                             "for its WAL flush)")
     parser.add_argument("--warmup", type=int, default=60, help="the first seconds of commits, reported apart (60)")
     parser.add_argument("--drain", type=int, default=300,
                         help="at most this long after the generator ends for silver to show its last change (300 s)")
@@ -285,7 +300,7 @@ def main() -> None:
     silver, bronze = settings.layout.table("silver/customers"), settings.layout.table("bronze/customers")
     keys = list(range(1, args.customers + 1))
     random.Random(args.seed).shuffle(keys)
-    committed: list[float] = []
+    committed: dict[int, float] = {}
     loads, group, chain = [], None, []
     try:
         lakehouse(env, "kafka", "up")
@@ -304,13 +319,13 @@ def main() -> None:
         load_before = load_average()
         started = time.time()
         generator = threading.Thread(target=generate, args=(settings, keys, args.rate, args.seconds,
-                                                            args.rows_per_transaction, committed))
+                                                            args.rows_per_transaction, args.connections, committed))
         generator.start()
         while generator.is_alive():
             generator.join(10)
             loads.append(os.getloadavg()[0])
         generated_seconds = time.time() - started
-        last = len(committed) - 1
+        last = max(committed, key=committed.get)  # the last to commit: its change is the last delivered
         drained = wait_for(f"change {last} in silver/customers",
                            lambda: holds(silver, f"name = '{PREFIX}{last}'") or group.poll() is not None, args.drain)
         time.sleep(1)
@@ -340,7 +355,7 @@ def main() -> None:
         "group": f"{GROUP} (the shipped registry's shop jobs only: {', '.join(JOBS)})",
         "bronze_trigger_seconds": args.bronze_trigger or 30, "rate_target": args.rate, "seconds": args.seconds,
         "rows_per_transaction": args.rows_per_transaction, "customers": args.customers,
-        "changes_committed": len(committed), "rate_reached": round(len(committed) / generated_seconds, 1),
+        "changes_committed": len(committed), "rate_reached": round(len(committed) / generated_seconds, 1), "connections": args.connections,
         "first_customers_in_silver_seconds": round(first_rows, 1),
         "last_change_in_silver_after_the_generator_seconds": round(drained, 1),
         **latencies(committed, keys, shown, bronze_rows(settings, watch.seen["bronze"]), started, args.warmup),
