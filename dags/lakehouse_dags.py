@@ -2,7 +2,7 @@
 
 - `lakehouse_backfill`: every job with the available-now trigger, in dependency order, then quality.
 - `lakehouse_live`: keeps the live jobs running with their live triggers.
-- `data_quality`: the Great Expectations suites (gold tables; bronze's rescued fields), when the tables are updated.
+- `data_quality`: the Great Expectations suites (gold and SCD tables; bronze's rescued fields), when they are updated.
 - `lakehouse_maintenance`: compaction and VACUUM of every Delta table, daily.
 - `checkpoint_reset`: manual checkpoint actions (repartition, reset, full refresh), approved by a person.
 
@@ -75,7 +75,7 @@ def lakehouse_dag(dag_id: str, *, description: str, schedule: CronTriggerTimetab
                default_args=args, tags=tags, doc_md=doc_md, params=params)
 
 
-QUALITY_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites: gold, and bronze's rescued fields
+QUALITY_TABLES = list(quality_tables(REGISTRY))  # the sink tables with quality suites: gold, SCD, bronze's rescued fields
 # The backfill's jobs that drain and stop by themselves share one driver (`run_jobs`)
 SHARED_DRIVER_JOBS = [j for j in REGISTRY.order if REGISTRY.jobs[j].triggers["backfill"].available_now]
 WRITERS = {t: [w.id for w in REGISTRY.writers_of(t)] for t in QUALITY_TABLES}

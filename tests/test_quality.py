@@ -265,7 +265,8 @@ def test_quality_section_configures_the_suite(raw):
     ("bronze_clickstream", {"freshness_lag": "1 hour"},
      "job 'bronze_clickstream': quality.freshness_lag: a parse_json (bronze) table's suite has no freshness check"),
     ("silver_clickstream", {"freshness_lag": "1 hour"},
-     "job 'silver_clickstream': quality: only parse_json, window_aggregate, session_aggregate, stream_join, running_aggregate jobs and "
+     "job 'silver_clickstream': quality: only parse_json, window_aggregate, session_aggregate, stream_join, running_aggregate, apply_changes "
+     "jobs and "
      "stateful_process jobs of a processor with a suite have quality suites"),
 ])
 def test_quality_section_errors_name_job_and_field(raw, job, section, problem):

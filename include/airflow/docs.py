@@ -92,7 +92,7 @@ did not finish it, or on a retry.
 - **Schedule**: hourly, no catch-up, one active run at a time.
 - **Touches**: the Delta tables under `{settings.root}` (each is an Airflow Asset updated by the
   task that writes it) and each job's checkpoint under `{settings.layout.checkpoint("<job>")}`.
-- **Ends with** `quality_check`: the Great Expectations suites of the tables it wrote (gold; bronze's rescued fields); a blocking
+- **Ends with** `quality_check`: the Great Expectations suites of the tables it wrote (gold; the SCD tables; bronze's rescued fields); a blocking
   failure fails the run (the task's "Data quality report" link opens the report). `health_report`
   rebuilds the pipeline-health report (Browse → "Pipeline health report").
 - **Which button**: Trigger → *Single run*. Airflow's *Backfill* (a run per date in a range) is not needed:
