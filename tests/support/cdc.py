@@ -87,6 +87,7 @@ def cdc_chain(kafka_broker, tmp_path_factory) -> CdcChain:
     delete_topics(kafka_broker, [*TOPICS.values(), *INTERNAL_TOPICS.values()])  # this broker's earlier chains'
     first = run_cli(["generate", "--source", "shop", "--events", "40", "--seed", "11"], env, timeout=120)
     assert first.returncode == 0, first.stdout + first.stderr[-3000:]
+    keep_commit_times(settings)
     up = run_cli(["cdc", "up"], env, timeout=300)
     assert up.returncode == 0, up.stdout + up.stderr[-3000:]
     chain = CdcChain(env, settings, kafka_broker, json.loads(first.stdout), up)
@@ -101,6 +102,19 @@ def cdc_chain(kafka_broker, tmp_path_factory) -> CdcChain:
     local_server(settings).stop()
     if data.is_relative_to(ELSEWHERE):  # the postgres user could not reach the session's directory: data moved
         shutil.rmtree(data, ignore_errors=True)
+
+
+def keep_commit_times(settings: Settings) -> None:
+    """The local database keeps each transaction's commit time from now on (`track_commit_timestamp`, which takes a
+    restart): tests/test_cdc_oracle.py compares the SCD type 2 table's `__start_at` / `__end_at` with
+    `pg_xact_commit_timestamp` of the generator's transactions. Before `cdc up`: no connector sees the restart."""
+    from include.cdc.database import local_server
+
+    superuser_query(settings, "ALTER SYSTEM SET track_commit_timestamp = on")
+    server = local_server(settings)
+    server.stop()
+    server.start("restarting the server (track_commit_timestamp)")
+    assert superuser_query(settings, "SHOW track_commit_timestamp") == [("on",)]
 
 
 def messages(bootstrap: str, topic: str, at_least: int = 0, timeout: float = 60.0) -> list[tuple[dict, dict | None]]:
