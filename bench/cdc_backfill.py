@@ -33,9 +33,9 @@ bench/results/cdc_backfill.json (`--out`).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -48,14 +48,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.common import (  # noqa: E402
+    lakehouse,
     load_average,
     options,
+    run_facts,
     start,
     tree_cpu_seconds,
     warm_up,
     write_result,
 )
-from include.kafka import broker  # noqa: E402
+from include.kafka.broker import free_port_pair  # noqa: E402
 from include.kafka.produce import ensure_topic  # noqa: E402
 from include.registry import Trigger, build_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
@@ -280,11 +282,11 @@ def main() -> None:
     args, work = start(parser, "bench-cdc-backfill-")
     base = load_settings()
     raw = yaml.safe_load(base.registry_path.read_text())
-    bootstrap = f"127.0.0.1:{broker.free_port_pair()}"
-    kafka_settings = replace(base, root=work / "broker", local_dir=work, kafka_bootstrap=bootstrap,
-                             kafka_bootstrap_set=True)
+    bootstrap = f"127.0.0.1:{free_port_pair()}"
+    broker_env = {**os.environ, "LAKEHOUSE_ROOT": str(work / "broker"), "LAKEHOUSE_LOCAL_DIR": str(work),
+                  "LAKEHOUSE_KAFKA_BOOTSTRAP": bootstrap}
     load_before = load_average()
-    broker.up(kafka_settings, bootstrap)
+    lakehouse(broker_env, "kafka", "up")  # its CPU is not this process tree's
     spark = None
     try:
         spark = get_spark(replace(base, root=work / "spark"), app_name="bench-cdc-backfill")
@@ -298,11 +300,9 @@ def main() -> None:
     finally:
         if spark is not None:
             spark.stop()
-        broker.down(kafka_settings)
+        lakehouse(broker_env, "kafka", "down")
         shutil.rmtree(work, ignore_errors=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    result = {"command": " ".join(["bench/cdc_backfill.py", *sys.argv[1:]]), "commit": commit.stdout.strip(),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), "seed": args.seed,
+    result = {**run_facts(), "seed": args.seed,
               "redelivered": args.redelivered, "stale_replay": args.stale_replay,
               "bronze_backfill_offsets": args.bronze_backfill_offsets, "generate_seconds": generate_seconds,
               **result, "load_before": load_before, "load_after": load_average()}

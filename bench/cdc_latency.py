@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -54,7 +54,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import load_average, write_result  # noqa: E402
+from bench.common import lakehouse, load_average, run_facts, write_result  # noqa: E402
 from bench.live_latency import percentiles  # noqa: E402
 from include.daemons import free_port_block  # noqa: E402
 from include.kafka.broker import free_port_pair  # noqa: E402
@@ -78,15 +78,6 @@ def bench_registry(base: Path, path: Path, bronze_trigger: int | None) -> None:
         bronze = raw["jobs"]["bronze_customers"]
         bronze["triggers"] = {**bronze.get("triggers", {}), "live": f"processing-time={bronze_trigger} seconds"}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
-
-
-def lakehouse(env: dict, *args: str, timeout: float = 600) -> str:
-    """A `lakehouse` command on the private chain; its output (SystemExit with its end when it fails)."""
-    done = subprocess.run([sys.executable, "-m", "include.cli", *args], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
-    if done.returncode:
-        raise SystemExit(f"lakehouse {' '.join(args)} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}")
-    return done.stdout
 
 
 class VersionWatch(threading.Thread):
@@ -348,10 +339,7 @@ def main() -> None:
                 shutil.rmtree(data, ignore_errors=True)
     shown = silver_visible(settings, watch.seen["silver"])
     result = {
-        "command": " ".join(["bench/cdc_latency.py", *sys.argv[1:]]),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                 text=True).stdout.strip(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **run_facts(),
         "group": f"{GROUP} (the shipped registry's shop jobs only: {', '.join(JOBS)})",
         "bronze_trigger_seconds": args.bronze_trigger or 30, "rate_target": args.rate, "seconds": args.seconds,
         "rows_per_transaction": args.rows_per_transaction, "customers": args.customers,

@@ -61,7 +61,8 @@ def finish(spark, work: Path, result: dict) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-RESULTS = Path(__file__).resolve().parent / "results"  # the benchmarks' result files (not committed)
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"  # the benchmarks' result files (not committed)
 
 
 def write_result(result: dict, out: Path | None, name: str) -> Path:
@@ -105,3 +106,30 @@ def load_average() -> dict[str, float]:
 
     one, five, fifteen = os.getloadavg()
     return {"1m": round(one, 2), "5m": round(five, 2), "15m": round(fifteen, 2), "cores": os.cpu_count()}
+
+
+def lakehouse(env: dict, *args: str, timeout: float = 600) -> str:
+    """A `lakehouse` command with the environment `env` (a private broker's, a private chain's); its output
+    (SystemExit with its end when it fails). A server it starts outlives it: not a child of the benchmark's process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "include.cli", *args], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+    if done.returncode:
+        raise SystemExit(f"lakehouse {' '.join(args)} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}")
+    return done.stdout
+
+
+def run_facts() -> dict[str, str]:
+    """What a result records of its run: the command (this script and its arguments), the checkout's commit and the
+    date (UTC)."""
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    script = Path(sys.argv[0]).resolve()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return {"command": " ".join([str(script.relative_to(REPO)) if script.is_relative_to(REPO) else sys.argv[0],
+                                 *sys.argv[1:]]),
+            "commit": commit.stdout.strip(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
