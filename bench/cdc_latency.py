@@ -58,6 +58,7 @@ from bench.common import lakehouse, load_average, run_facts, write_result  # noq
 from bench.live_latency import percentiles  # noqa: E402
 from include.daemons import free_port_block  # noqa: E402
 from include.kafka.broker import free_port_pair  # noqa: E402
+from include.registry import load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
 
@@ -341,7 +342,8 @@ def main() -> None:
     result = {
         **run_facts(),
         "group": f"{GROUP} (the shipped registry's shop jobs only: {', '.join(JOBS)})",
-        "bronze_trigger_seconds": args.bronze_trigger or 30, "rate_target": args.rate, "seconds": args.seconds,
+        "bronze_trigger_seconds": load_registry(settings.registry_path).job("bronze_customers").triggers["live"]
+        .interval_seconds, "rate_target": args.rate, "seconds": args.seconds,
         "rows_per_transaction": args.rows_per_transaction, "customers": args.customers,
         "changes_committed": len(committed), "rate_reached": round(len(committed) / generated_seconds, 1), "connections": args.connections,
         "first_customers_in_silver_seconds": round(first_rows, 1),
