@@ -200,7 +200,7 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert all(part["restarts"] == 0 for name, part in info["parts"].items() if name.startswith("airflow-"))
     assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
                                   "airflow-triggerer", "airflow-history", "spark-master", "spark-worker-1", "spark-worker-2",
-                                  "kafka", "catalog"}
+                                  "kafka", "catalog", "cdc"}
     assert info["catalog"]["up"] and info["catalog"]["uri"] == cluster.env["LAKEHOUSE_METASTORE_URI"]
     assert info["catalog"]["backend"] == f"postgresql (127.0.0.1:{cluster.topology.ports.postgres}/metastore)", info
     assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
@@ -279,7 +279,8 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
     assert not list((cluster.settings.layout.cluster / "airflow").glob("*.db"))  # no SQLite on the side
     # The executors wrote the bucket: nothing of the lakehouse is on this machine's disk
     local = cluster.settings.local
-    assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_catalog", "_work", "_spark_warehouse"}, \
+    assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_catalog", "_work", "_spark_warehouse",
+                                                  "_cdc"}, \
         list(local.iterdir())  # the servers' own files, the quality run's working copy of its report
     assert not [p for p in local.rglob("_delta_log")] and not [p for p in local.rglob("*.parquet")]
     assert cluster.settings.layout.checkpoint("gold_user_activity_5m").uri.startswith("s3a://")

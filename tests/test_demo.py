@@ -115,7 +115,8 @@ def test_every_gold_table_passes_its_suite_with_a_page_per_result(demo, registry
     assert all(len(report.pages[t]) == len({c.scope for c in spec.checks}) and all(
         (settings.layout.data_docs / p).is_file() for p in report.pages[t]) for t, spec in specs.items()), report.pages
     assert {t for t, spec in specs.items() if len(report.pages[t]) == 1} == {
-        "bronze/clickstream", "bronze/payments", "bronze/logins", "bronze/service_logs"}
+        "bronze/clickstream", "bronze/payments", "bronze/logins", "bronze/service_logs", "bronze/customers",
+        "bronze/orders"}
     assert report.report_page() == report.run_page and (settings.layout.data_docs / report.run_page).is_file()
     rows = recorded(settings, report.run_id)
     assert len(rows) == len(report.results) and all(r["success"] for r in rows)
@@ -144,7 +145,7 @@ def test_the_health_report_draws_only_what_each_job_measured(demo, registry):
     assert "watermark delay (s)" in data["gold_user_activity_5m"]["charts"]
     printed = run_cli(["health"], demo.env, timeout=120)
     assert printed.returncode == 0, printed.stderr[-2000:]
-    lines = {line.split()[0]: line for line in printed.stdout.splitlines()[1:]}
+    lines = {line.split()[0]: line for line in printed.stdout.splitlines()[1:] if line.strip()}
     for job_id in registry.order:
         assert f" {data[job_id]['batches']} " in lines[job_id] and data[job_id]["status"] in lines[job_id]
 

@@ -16,7 +16,9 @@ def test_real_registry_loads_in_dependency_order(registry):
                               "gold_user_activity_1h", "gold_user_sessions", "gold_user_running_totals",
                               "gold_user_session_summaries", "bronze_payments", "silver_payments",
                               "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts",
-                              "bronze_service_logs", "silver_service_logs", "gold_stale_services")
+                              "bronze_service_logs", "silver_service_logs", "gold_stale_services",
+                              "bronze_customers", "silver_customers", "silver_customers_history", "bronze_orders",
+                              "silver_orders", "gold_customer_order_totals")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
