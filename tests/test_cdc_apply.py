@@ -151,6 +151,7 @@ def test_a_kill_between_a_batchs_two_commits_loses_and_duplicates_nothing(settin
     assert_tables_equal_the_oracle(settings, oracle)
 
 
+@pytest.mark.full  # make test: the plans of the change (tests/test_cdc_registry.py)
 def test_a_column_the_database_table_gains_evolves_the_chain_in_place(spark, settings, cdc_registry, raw, tmp_path,
                                                                       lakehouse_env, kafka_broker):
     """`ALTER TABLE customers ADD COLUMN phone`: Debezium's rows carry it; bronze rescues it until the registry names

@@ -318,6 +318,7 @@ class HeldGenerator:
             self.conn.close()
 
 
+@pytest.mark.full  # make test: the database oracle above, and a kill between a batch's commits (test_cdc_apply.py)
 @pytest.mark.timeout(1200)
 def test_over_two_runs_with_drivers_connect_and_the_database_killed_the_tables_stay_exact(cdc_chain, house, spark):
     """After the first test's run, the database restarts (pg_ctl) under the running connector. The second run is held
