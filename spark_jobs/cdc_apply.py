@@ -12,8 +12,9 @@ versions), so that:
 
 Each MERGE commits with the batch's Delta app transaction (as every sink here: spark_jobs/batch_writer.py), so a batch
 replayed after a crash writes nothing twice. A type 1 batch commits its table first and its deletes table second,
-both computed from the versions read before the first: replayed after the first, the keys it deleted are recorded
-then (the upserts it applied are no longer newer than the table, and leave nothing to record).
+both from its changes as the deletes table held before the first (the table's own rows are compared by its MERGE):
+replayed after the first, the keys it deleted are recorded then. What is known of a key is the newer of its row and
+its recorded delete, so a delete recorded older than the row (it arrived late) changes nothing.
 """
 
 from __future__ import annotations
@@ -78,22 +79,24 @@ def last_per_key(batch: DataFrame, keys: list[str], ignore_nulls: bool, data: li
     return batch.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n", "_since")
 
 
-def type1_effective(spark, job: JobSpec, batch: DataFrame, table: StoragePath, table_version: int,
-                    deletes: StoragePath, deletes_version: int) -> DataFrame:
-    """The batch's last change of each key that is newer than what the table and the deletes table hold of the key
-    (read at the given versions): the changes to apply."""
+TOMBSTONED = "_tombstoned"  # the key is in the deletes table (an older delete): a newer write forgets it
+
+
+def type1_effective(spark, job: JobSpec, batch: DataFrame, deletes: StoragePath, deletes_version: int) -> DataFrame:
+    """The batch's last change of each key, unless the deletes table (read at `deletes_version`) holds a newer delete
+    of the key: the changes to apply (the table's own rows are compared by the MERGE: :func:`merge_type1`)."""
     spec = job.transform
     keys = list(spec.keys)
     latest = last_per_key(batch, keys, spec.ignore_null_updates, [c for c in spec.columns if c not in keys])
-    held = read_at(spark, table, table_version).select(*keys, F.col(SEQUENCE).alias("_t_order"))
     gone = read_at(spark, deletes, deletes_version).select(*keys, F.col(SEQUENCE).alias("_d_order"))
-    known = latest.join(held, keys, "left").join(gone, keys, "left")
-    return known.where((F.col("_t_order").isNull() | (F.col(ORDER) > F.col("_t_order")))
-                       & (F.col("_d_order").isNull() | (F.col(ORDER) > F.col("_d_order")))).drop("_t_order", "_d_order")
+    known = latest.join(F.broadcast(gone), keys, "left")
+    return known.where(F.col("_d_order").isNull() | (F.col(ORDER) > F.col("_d_order"))).select(
+        *latest.columns, F.col("_d_order").isNotNull().alias(TOMBSTONED))
 
 
 def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -> None:
-    """The effective changes into the type 1 table: a delete removes its key's row, any other change writes it."""
+    """The effective changes into the type 1 table, each only over a row of an older change: a delete removes its
+    key's row, any other change writes it."""
     from delta.tables import DeltaTable
 
     spec = job.transform
@@ -109,8 +112,8 @@ def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -
                "_cdc_commit_time": F.col("s._cdc_commit_time")}
     (DeltaTable.forPath(spark, str(table)).alias("t")
      .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
-     .whenMatchedDelete(condition=f"s.{DELETE}")
-     .whenMatchedUpdate(condition=f"NOT s.{DELETE}", set=written)
+     .whenMatchedDelete(condition=f"s.{DELETE} AND s.{ORDER} > t.{SEQUENCE}")
+     .whenMatchedUpdate(condition=f"NOT s.{DELETE} AND s.{ORDER} > t.{SEQUENCE}", set=written)
      .whenNotMatchedInsert(condition=f"NOT s.{DELETE}",
                            values={**{k: F.col(f"s.`{k}`") for k in keys},
                                    **{c: F.col(f"s.`{c}`") for c in data}, **{k: v for k, v in written.items()
@@ -119,13 +122,16 @@ def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -
 
 
 def merge_deletes(spark, job: JobSpec, effective: DataFrame, deletes: StoragePath) -> None:
-    """The effective changes into the deletes table: a delete records its key and order, a newer write forgets it."""
+    """The effective changes into the deletes table: a delete records its key and order, a newer write forgets it
+    (only the deletes and the writes of keys it holds are its source). A delete older than the table's row is
+    recorded too: harmless, as what is known of a key is the newer of the two."""
     from delta.tables import DeltaTable
 
     keys = list(job.transform.keys)
     recorded_delete = {SEQUENCE: F.col(f"s.{ORDER}"), "_cdc_commit_time": F.col("s._cdc_commit_time")}
     (DeltaTable.forPath(spark, str(deletes)).alias("t")
-     .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+     .merge(effective.where(F.col(DELETE) | F.col(TOMBSTONED)).alias("s"),
+            " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
      .whenMatchedUpdate(condition=f"s.{DELETE}", set=recorded_delete)
      .whenMatchedDelete(condition=f"NOT s.{DELETE}")
      .whenNotMatchedInsert(condition=f"s.{DELETE}",

@@ -10,7 +10,7 @@ from include.registry import JobSpec
 from include.settings import Settings
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks
-from spark_jobs.cdc_apply import DELETE, merge_deletes, merge_type1, read_at, type1_effective
+from spark_jobs.cdc_apply import DELETE, TOMBSTONED, merge_deletes, merge_type1, read_at, type1_effective
 from spark_jobs.cdc_history import merge_history, rebuild
 from spark_jobs.delta_txn import recorded
 
@@ -29,7 +29,7 @@ def write_changes(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: 
     table = settings.layout.table(job.sink.table)
     if spec.scd == 1:
         deletes = settings.layout.table(tables[1])
-        applied = type1_effective(spark, job, batch, table, versions[tables[0]], deletes, versions[tables[1]])
+        applied = type1_effective(spark, job, batch, deletes, versions[tables[1]])
         writes = {tables[0]: lambda: merge_type1(spark, job, applied, table),
                   tables[1]: lambda: merge_deletes(spark, job, applied, deletes)}
     else:
@@ -37,17 +37,19 @@ def write_changes(settings: Settings, job: JobSpec, batch: DataFrame, batch_id: 
         writes = {tables[0]: lambda: merge_history(spark, job, applied, str(table))}
     applied = applied.persist()  # both commits apply the changes as read before the first
     try:
-        if spec.scd == 1:  # the rows written, and the keys deleted
-            applied_rows, deleted = applied.agg(F.count("*"), F.count_if(F.col(DELETE))).first()
+        if spec.scd == 1:  # the changes applied (each only over an older one), the deletes' table's own
+            applied_rows, deleted, tombstones = applied.agg(
+                F.count("*"), F.count_if(F.col(DELETE)), F.count_if(F.col(DELETE) | F.col(TOMBSTONED))).first()
             counted = {tables[0]: applied_rows - deleted, tables[1]: deleted}
+            sources = {tables[0]: applied_rows, tables[1]: tombstones}  # the rows each MERGE reads
         else:  # the versions written or deleted
             applied_rows = applied.count()
-            counted = {tables[0]: applied_rows}
+            counted = sources = {tables[0]: applied_rows}
         gained = {}
         for number, name in enumerate(owed):
             if number:
                 batch_hooks.fire(job.id, "between_tables", batch_id)
-            if applied_rows:
+            if sources[name]:
                 guard()
                 with recorded(spark, app_id, batch_id):
                     writes[name]()
