@@ -17,7 +17,8 @@ The product: `bronze_customers` then `silver_customers` run available-now in thi
 bronze_customers silver_customers` runs them one after the other in one driver (the shipped registry's jobs, their
 admission: bronze 20,000 messages a batch unless `--bronze-backfill-offsets` gives its source a `backfill:` one).
 By hand: a plain Structured Streaming query over the same bronze table (the same admission as silver_customers, the
-same shuffle partitions), available-now, `foreachBatch` running `MERGE INTO target USING batch ON id WHEN MATCHED AND
+same shuffle partitions, the same table properties: the change feed the gold job reads, the writer's compaction),
+available-now, `foreachBatch` running `MERGE INTO target USING batch ON id WHEN MATCHED AND
 op = 'd' THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED AND op <> 'd' THEN INSERT *` with the tombstones
 left out: no order, no deletes table, no transaction identifiers. Two variants: `naive` merges the batch as it is (a
 MERGE whose source has two rows for a key fails: expected to fail once a batch holds a key twice), `last_per_key`
@@ -187,14 +188,17 @@ def timed(what) -> dict:
             **outcome}
 
 
-def by_hand(spark, bronze: str, target: str, checkpoint: str, last_per_key: bool, max_bytes: int | None) -> int:
-    """The hand-written MERGE in foreachBatch over the bronze table, available-now, into `target` (made empty first);
-    the batches it ran."""
+def by_hand(spark, bronze: str, target: str, checkpoint: str, last_per_key: bool, max_bytes: int | None,
+            properties: dict[str, str]) -> int:
+    """The hand-written MERGE in foreachBatch over the bronze table, available-now, into `target` (made empty first,
+    with the table `properties` of the product's: its change feed, its compaction); the batches it ran."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     empty = spark.read.format("delta").load(bronze).select(*COLUMNS).limit(0)
     empty.write.format("delta").mode("overwrite").save(target)
+    listed = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+    spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ({listed})")
     batches = []
 
     def merge(batch, batch_id: int) -> None:
@@ -249,9 +253,11 @@ def compare(spark, base, raw: dict, root: Path, topic: Topic, bootstrap: str, ba
     configure_session(spark, silver, silver.state_store.shuffle_partitions, Trigger(available_now=True))
     bronze = str(settings.layout.table("bronze/customers"))
     max_bytes = silver.source.admission(True).max_bytes
+    properties = {k: v for k, v in silver.sink.properties.items() if k != "delta.appendOnly"}
     hand = {variant: timed(lambda variant=variant: by_hand(spark, bronze, str(root / "by_hand" / variant),
                                                            str(root / "by_hand" / f"{variant}_checkpoint"),
-                                                           variant == "last_per_key", max_bytes))
+                                                           variant == "last_per_key", max_bytes,
+                                                           properties))
             for variant in ("naive", "last_per_key")}
     for variant in hand.values():
         variant["batches"] = variant.pop("returned", None)

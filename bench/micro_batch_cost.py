@@ -32,7 +32,7 @@ from include.registry import Trigger, load_registry  # noqa: E402
 from include.settings import load_settings  # noqa: E402
 from include.spark_session import get_spark  # noqa: E402
 from include.storage import delta as delta_store  # noqa: E402
-from spark_jobs.batch_writer import append_batch  # noqa: E402
+from spark_jobs.delta_txn import append_batch  # noqa: E402
 from spark_jobs.streaming_query import run_job  # noqa: E402
 
 LINEAGE = ("bronze_clickstream", "silver_clickstream", "gold_user_activity_5m")

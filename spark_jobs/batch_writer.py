@@ -25,8 +25,8 @@ from include.registry.cdc import ApplyChanges
 from include.settings import Settings
 from include.storage import delta as delta_store
 from spark_jobs import batch_hooks, landing
-from spark_jobs.cdc_sink import write_changes
-from spark_jobs.delta_txn import recorded
+from spark_jobs.cdc_sink import reads_batch_once, write_changes
+from spark_jobs.delta_txn import append_batch, recorded
 from spark_jobs.json_values import QUARANTINE_REASON, RAW_LINE
 from spark_jobs.schemas import spark_schema, spark_type
 from spark_jobs.transforms import parse_json
@@ -50,7 +50,8 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
             raise RuntimeError(f"job {job.id!r}: no query id in checkpoint {checkpoint}")
         # Computed once, in parallel, into the executors' cache; the writes then read the cache (a write
         # of `files_per_batch` files needs no shuffle, and an empty side costs no Spark job).
-        batch.persist()
+        if not reads_batch_once(job):
+            batch.persist()
         try:
             written_batch, rows_per_table, unread = count_routes(settings, job, batch, batch_id)  # fills the cache
             report_data_loss(settings, job, batch, batch_id, app_id)
@@ -116,18 +117,6 @@ def report_data_loss(settings: Settings, job: JobSpec, batch: DataFrame, batch_i
         record_alert(settings, job.id, f"batch {batch_id}: {line}")
 
 
-def append_batch(rows: DataFrame, path: str, app_id: str, batch_id: int, read_version: int) -> int:
-    """Append `rows` in one Delta commit that records (app_id, batch_id), as the `txnAppId` / `txnVersion` write
-    options would, through the same Delta command but without its own "written already?" lookup: Delta 4.4
-    answers it by reconstructing the table's state, a Spark job that costs a small batch twice its write
-    (bench/micro_batch_cost.py). The caller answered it from the log at `read_version` (`delta_store.batch_check`)
-    and holds the job's lease; a commit of this app id after that version (another holder's) makes Delta refuse
-    this one (spark_jobs/jvm/lakehouse/DeltaBatchAppend.java). Returns the table's version holding the batch."""
-    committed = rows.sparkSession._jvm.lakehouse.DeltaBatchAppend.append(rows._jdf, path, app_id, batch_id,
-                                                                         read_version)
-    return committed if committed >= 0 else read_version
-
-
 def merge(rows: DataFrame, path: str, keys: tuple[str, ...], app_id: str, batch_id: int) -> None:
     """Upsert `rows` by `keys`, recorded as (app_id, batch_id): a replay of that batch changes nothing."""
     from delta.tables import DeltaTable
@@ -143,6 +132,8 @@ def count_routes(settings: Settings, job: JobSpec, batch: DataFrame,
                  batch_id: int) -> tuple[DataFrame, dict[str, int], list[dict]]:
     """The batch as it is written (a landing file with lines too long to read, read again: spark_jobs.landing), its
     rows per table counted in one Spark job, and for a landing batch the quarantine rows of those lines."""
+    if isinstance(job.transform, ApplyChanges):  # its MERGEs count what they apply
+        return batch, {}, []
     if not job.sink.quarantine_table:
         return batch, {job.sink.table: batch.count()}, []
     good = F.col(QUARANTINE_REASON).isNull()

@@ -62,10 +62,10 @@ def read_at(spark, path: StoragePath, version: int) -> DataFrame:
 
 
 def last_per_key(batch: DataFrame, keys: list[str], ignore_nulls: bool, data: list[str]) -> DataFrame:
-    """The batch's last change of each key (the same change delivered twice counted once); `ignore_nulls`: its nulls
-    filled from the key's earlier changes in the batch since its last delete, and `_fresh` (the key was deleted earlier
-    in the batch: the table's row is not to be filled from)."""
-    batch = batch.dropDuplicates([*keys, ORDER])
+    """The batch's last change of each key (of a change delivered twice, either copy: they are the same); `ignore_nulls`:
+    its nulls filled from the key's earlier changes in the batch since its last delete (a delete delivered twice only
+    starts the run after it once more), and `_fresh` (the key was deleted earlier in the batch: the table's row is not
+    to be filled from)."""
     by_key = Window.partitionBy(*keys).orderBy(ORDER)
     if ignore_nulls:
         deletes = F.sum(F.col(DELETE).cast("int")).over(by_key.rowsBetween(Window.unboundedPreceding, -1))
@@ -94,11 +94,8 @@ def type1_effective(spark, job: JobSpec, batch: DataFrame, deletes: StoragePath,
         *latest.columns, F.col("_d_order").isNotNull().alias(TOMBSTONED))
 
 
-def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -> None:
-    """The effective changes into the type 1 table, each only over a row of an older change: a delete removes its
-    key's row, any other change writes it."""
-    from delta.tables import DeltaTable
-
+def _type1_values(job: JobSpec) -> tuple[dict[str, Column], dict[str, Column]]:
+    """A type 1 MERGE's columns over its source `s` and target `t`: (those an update sets, those an insert writes)."""
     spec = job.transform
     keys = list(spec.keys)
     data = [c for c in spec.columns if c not in keys]
@@ -108,17 +105,36 @@ def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -
             return F.col(f"s.`{column}`")
         return F.expr(f"CASE WHEN s._fresh THEN s.`{column}` ELSE coalesce(s.`{column}`, t.`{column}`) END")
 
-    written = {**{c: fill(c) for c in data}, SEQUENCE: F.col(f"s.{ORDER}"),
-               "_cdc_commit_time": F.col("s._cdc_commit_time")}
+    written = {SEQUENCE: F.col(f"s.{ORDER}"), "_cdc_commit_time": F.col("s._cdc_commit_time")}
+    inserted = {**{c: F.col(f"s.`{c}`") for c in (*keys, *data)}, **written}
+    return {**{c: fill(c) for c in data}, **written}, inserted
+
+
+def _deletes_values(job: JobSpec) -> dict[str, Column]:
+    """A delete as the deletes table records it: its key, order and commit time (over the MERGE's source `s`)."""
+    return {**{k: F.col(f"s.`{k}`") for k in job.transform.keys}, SEQUENCE: F.col(f"s.{ORDER}"),
+            "_cdc_commit_time": F.col("s._cdc_commit_time")}
+
+
+def merge_type1(spark, job: JobSpec, effective: DataFrame, table: StoragePath) -> None:
+    """The effective changes into the type 1 table, each only over a row of an older change: a delete removes its
+    key's row, any other change writes it."""
+    from delta.tables import DeltaTable
+
+    updated, inserted = _type1_values(job)
     (DeltaTable.forPath(spark, str(table)).alias("t")
-     .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+     .merge(effective.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in job.transform.keys))
      .whenMatchedDelete(condition=f"s.{DELETE} AND s.{ORDER} > t.{SEQUENCE}")
-     .whenMatchedUpdate(condition=f"NOT s.{DELETE} AND s.{ORDER} > t.{SEQUENCE}", set=written)
-     .whenNotMatchedInsert(condition=f"NOT s.{DELETE}",
-                           values={**{k: F.col(f"s.`{k}`") for k in keys},
-                                   **{c: F.col(f"s.`{c}`") for c in data}, **{k: v for k, v in written.items()
-                                                                               if k not in data}})
+     .whenMatchedUpdate(condition=f"NOT s.{DELETE} AND s.{ORDER} > t.{SEQUENCE}", set=updated)
+     .whenNotMatchedInsert(condition=f"NOT s.{DELETE}", values=inserted)
      .execute())
+
+
+def type1_rows(job: JobSpec, effective: DataFrame) -> DataFrame:
+    """What :func:`merge_type1` makes of a table that holds no row: the rows it inserts (appended instead: the same
+    commit without the join)."""
+    return effective.alias("s").where(~F.col(DELETE)).select(
+        *[value.alias(column) for column, value in _type1_values(job)[1].items()])
 
 
 def merge_deletes(spark, job: JobSpec, effective: DataFrame, deletes: StoragePath) -> None:
@@ -127,13 +143,18 @@ def merge_deletes(spark, job: JobSpec, effective: DataFrame, deletes: StoragePat
     recorded too: harmless, as what is known of a key is the newer of the two."""
     from delta.tables import DeltaTable
 
-    keys = list(job.transform.keys)
-    recorded_delete = {SEQUENCE: F.col(f"s.{ORDER}"), "_cdc_commit_time": F.col("s._cdc_commit_time")}
+    recorded_delete = _deletes_values(job)
     (DeltaTable.forPath(spark, str(deletes)).alias("t")
      .merge(effective.where(F.col(DELETE) | F.col(TOMBSTONED)).alias("s"),
-            " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
-     .whenMatchedUpdate(condition=f"s.{DELETE}", set=recorded_delete)
+            " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in job.transform.keys))
+     .whenMatchedUpdate(condition=f"s.{DELETE}",
+                        set={k: v for k, v in recorded_delete.items() if k not in job.transform.keys})
      .whenMatchedDelete(condition=f"NOT s.{DELETE}")
-     .whenNotMatchedInsert(condition=f"s.{DELETE}",
-                           values={**{k: F.col(f"s.`{k}`") for k in keys}, **recorded_delete})
+     .whenNotMatchedInsert(condition=f"s.{DELETE}", values=recorded_delete)
      .execute())
+
+
+def deletes_rows(job: JobSpec, effective: DataFrame) -> DataFrame:
+    """What :func:`merge_deletes` makes of a deletes table that holds no row: the deletes, recorded."""
+    return effective.alias("s").where(F.col(DELETE)).select(
+        *[value.alias(column) for column, value in _deletes_values(job).items()])

@@ -22,8 +22,9 @@ from include.registry import Trigger, build_registry
 from include.registry.vocabulary import AUTO_COMPACT, LOG_RETENTION
 from include.spark_session import CHECKPOINT_INTERVAL, session_confs
 from include.storage import delta as delta_store
-from spark_jobs.batch_writer import append_batch, make_batch_writer
+from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables, ensure_table
+from spark_jobs.delta_txn import append_batch
 from spark_jobs.streaming_query import run_job
 from spark_jobs.table_maintenance import (
     LISTING_PARALLELISM,
