@@ -22,7 +22,7 @@ from include.registry import Registry, Trigger, load_registry
 from include.settings import Settings, load_settings
 from spark_jobs.streaming_query import run_job
 from tests.support import cdc_oracle as oracle
-from tests.support.cdc import TOPICS, CdcChain, query
+from tests.support.cdc import TOPICS, CdcChain, messages, query
 from tests.support.helpers import LAKEHOUSE, REPO, run_cli, wait_for
 from tests.support.kill_hooks import kill_env
 
@@ -365,3 +365,58 @@ def test_over_two_runs_with_drivers_connect_and_the_database_killed_the_tables_s
         assert offsets == list(range(len(found))), (table, len(offsets), len(found))
     print(f"changes on the topics more than once (Debezium's replays): {again}")
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A full refresh once retention took changes (last in the module: the topic keeps its first messages no longer)
+
+
+@pytest.mark.timeout(900)
+def test_a_full_refresh_after_retention_took_changes_snapshots_again_and_duplicates_nothing(cdc_chain, house, spark):
+    """The customers' topic loses its first half (deleted as retention deletes, `DeleteRecords`). A dry run of
+    `checkpoint full-refresh bronze_customers --cascade` says so and that the connector takes a new snapshot first,
+    and that silver_customers is rebuilt from bronze (nothing asked of the database); the action then takes it
+    (`op: r` rows again on the topic) and rebuilds the chain: silver/customers is `SELECT *` of the table again, each
+    key once, the history one current version per key equal to it, the gold totals the database's GROUP BY."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from include.cdc.database import address
+    from include.checkpoints.request import CheckpointRequest
+    from spark_jobs.checkpoint_actions.apply import apply
+
+    chain, topic = cdc_chain, TOPICS["customers"]
+    oracle.wait_delivered(chain.bootstrap, generate(chain, events=120, seed=47))
+    run_in_driver(spark, house)
+    end = end_offsets(chain.bootstrap, [topic])[topic]
+    admin = AdminClient({"bootstrap.servers": chain.bootstrap})  # held: its futures end with it
+    for future in admin.delete_records([TopicPartition(topic, 0, end // 2)]).values():
+        future.result(timeout=30)
+    request = CheckpointRequest("full-refresh", ("bronze_customers",), options={"cascade": True}, actor="cdc-test")
+
+    planned = {row["job"]: row["detail"] for row in
+               apply(None, house.settings, house.registry, replace(request, dry_run=True))}
+    assert f"retention deleted from {topic} its first {end // 2} messages: the connector lakehouse-shop takes a new " \
+           "snapshot first" in planned["bronze_customers"], planned
+    assert "bronze/customers keeps every change captured: the rebuild reads it, the topic is not read again and " \
+           "nothing is asked of the database" in planned["silver_customers"], planned
+
+    rows_now = len(oracle.database_rows(chain.settings, "customers"))
+    settings = replace(house.settings, cdc_database_url=address(chain.settings).url)  # the chain's, by its URL
+    apply(spark, settings, house.registry, request)
+    since = messages(chain.bootstrap, topic)[end - end // 2:]  # those after the topic's end before the action
+    assert len([v for _, v in since if v and v["op"] == "r"]) == rows_now == len(since)
+
+    customers = oracle.keyed(oracle.table_rows(house.settings, "silver/customers"), oracle.CUSTOMERS)
+    want = oracle.database_rows(chain.settings, "customers")
+    assert not any(oracle.differences(customers, want).values())
+    assert len(oracle.table_rows(house.settings, "silver/customers")) == len(want)
+    current = [v for v in oracle.history_rows(house.settings) if v["__end_at"] is None]
+    assert sorted(v["id"] for v in current) == sorted(want)
+    assert not any(oracle.differences(oracle.keyed(current, oracle.CUSTOMERS), want).values())
+    totals = {r["customer_id"]: (r["order_count"], r["total_amount"])
+              for r in oracle.table_rows(house.settings, "gold/customer_order_totals")}
+    held = {k: v for k, v in totals.items() if v[0]}
+    database = oracle.database_totals(chain.settings)
+    assert set(held) == set(database)
+    assert all(held[k][0] == n and abs(held[k][1] - float(amount)) < 1e-6 for k, (n, amount) in database.items())

@@ -10,6 +10,9 @@ order) and its connector, waited for until its task runs.
 `down` stops the worker and the local database; the replication slots stay (a line says what each one holds while
 no connector reads it). `down --purge` first deletes the connectors with their offsets, then drops their slots and
 publications: a later `up` snapshots the tables afresh.
+
+`snapshot` (a full refresh of a chain whose topics lost changes to retention, include/checkpoints/cdc_refresh.py) has a
+logical database's connector read its tables again and waits until the snapshot is on their topics.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from include.cdc import connect, connectors, database, slots
+from include.cdc.capture import partition_ends, wait_snapshot_read
 from include.cdc.database import CdcError
 from include.kafka.produce import ensure_topic
 from include.registry import Registry, SourceSpec
@@ -147,3 +151,25 @@ def render(info: dict) -> str:
 def sources_of(registry: Registry, database_name: str) -> list[SourceSpec]:
     """The registry's `cdc:` sources of one logical database ([] when it has none)."""
     return registry.cdc_sources().get(database_name, [])
+
+
+def snapshot(settings: Settings, registry: Registry, logical: str, bootstrap: str) -> str:
+    """A new snapshot of the logical database's captured tables by its connector (its offsets deleted,
+    :func:`include.cdc.connectors.snapshot_again`), waited for until each table holding rows has its last snapshot
+    row on its topic; a line saying so."""
+    sources = sources_of(registry, logical)
+    if not sources:
+        raise CdcError(f"no `cdc:` source of the logical database {logical!r} in the registry")
+    topics = [s.cdc.topic for s in sources]
+    with database.cursor(database.address(settings), "reading the captured tables") as cur:
+        holding = []
+        for source in sources:
+            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {slots.quoted(cur, source.cdc.table)})")
+            if cur.fetchone()[0]:
+                holding.append(source.cdc.topic)
+    since = partition_ends(bootstrap, topics)
+    name = connectors.connector_name(logical)
+    connectors.snapshot_again(settings.connect_url, name)
+    wait_snapshot_read(bootstrap, holding, since)
+    return (f"connector {name}: a new snapshot of {', '.join(s.cdc.table for s in sources)} read onto "
+            f"{', '.join(topics)}")

@@ -1,7 +1,8 @@
 """The Debezium connectors: one per logical database of the registry's `cdc:` sources, named `lakehouse-<database>`,
 registered through the Connect worker's REST API (`PUT /connectors/<name>/config`, only when its configuration
-differs: a second `lakehouse cdc up` changes nothing), its status read, its failed tasks restarted, and, for
-`lakehouse cdc down --purge`, stopped, its offsets deleted and itself deleted.
+differs: a second `lakehouse cdc up` changes nothing), its status read, its failed tasks restarted, made to take a
+new snapshot (a full refresh of a chain whose topic lost changes to retention), and, for `lakehouse cdc down
+--purge`, stopped, its offsets deleted and itself deleted.
 
 Its configuration, and why:
 
@@ -144,14 +145,31 @@ def remove(url: str, name: str, timeout: float = 60.0) -> bool:
     position of a slot that is gone) and delete it; False when none was registered."""
     if connector_status(url, name) is None:
         return False
+    _forget_offsets(url, name, timeout)
+    _expect(url, name, "DELETE", f"/connectors/{name}")
+    log.info("connector %s deleted with its offsets", name)
+    return True
+
+
+def snapshot_again(url: str, name: str, timeout: float = 60.0) -> None:
+    """Stop the connector, delete its source offsets and resume it: with no offsets, `snapshot.mode=initial` reads
+    its tables again (`op: r`), then streams from its replication slot, which kept every change since the position
+    it confirmed last (nothing is missed; a change also in the snapshot is delivered twice, and applied once)."""
+    if connector_status(url, name) is None:
+        raise CdcError(f"connector {name} is not registered on {url}: `lakehouse cdc up` registers it")
+    _forget_offsets(url, name, timeout)
+    _expect(url, name, "PUT", f"/connectors/{name}/resume")
+    wait_running(url, name, timeout)
+    log.info("connector %s: offsets deleted, a new snapshot under way", name)
+
+
+def _forget_offsets(url: str, name: str, timeout: float) -> None:
+    """Stop the connector (Connect's STOPPED: its tasks shut down, its configuration kept) and delete its offsets."""
     _expect(url, name, "PUT", f"/connectors/{name}/stop")
     deadline = time.monotonic() + timeout
     while (state := connector_status(url, name)) and state["state"] != "STOPPED" and time.monotonic() < deadline:
         time.sleep(0.5)
     _expect(url, name, "DELETE", f"/connectors/{name}/offsets")
-    _expect(url, name, "DELETE", f"/connectors/{name}")
-    log.info("connector %s deleted with its offsets", name)
-    return True
 
 
 def _expect(url: str, name: str, method: str, path: str) -> None:

@@ -26,7 +26,7 @@ def slot_name(database: str) -> str:
     return f"lakehouse_{database}"
 
 
-def _quoted(cur, table: str) -> str:
+def quoted(cur, table: str) -> str:
     """`schema.table` quoted as an identifier of the server's."""
     from psycopg2 import sql
 
@@ -37,7 +37,7 @@ def ensure_publication(cur, database: str, sources: list[SourceSpec]) -> str:
     """The publication of `database`'s connector FOR TABLE exactly its sources' tables: created, or set again when the
     registry's tables changed; what was done, in a word (`created`, `updated`, `unchanged`)."""
     name, tables = publication_name(database), sorted({s.cdc.table for s in sources})
-    listed = ", ".join(_quoted(cur, t) for t in tables)
+    listed = ", ".join(quoted(cur, t) for t in tables)
     cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
     if cur.fetchone() is None:
         cur.execute(f"CREATE PUBLICATION {name} FOR TABLE {listed}")

@@ -31,6 +31,7 @@ from include.checkpoints.actions import (
     put_back_text,
     restore_tables_text,
 )
+from include.checkpoints.cdc_refresh import NEW_SNAPSHOT, refresh_reads
 from include.checkpoints.kafka_offsets import checkpoint_offsets
 from include.checkpoints.ownership import own_rows_condition
 from include.checkpoints.plan import AFTER_VERSIONS, downstream_jobs
@@ -58,11 +59,21 @@ class FullRefreshRules(ModeRules):
                 "read: their state and tables would no longer match; add --cascade to rebuild them too")
         return [j for j in ctx.registry.order if j in jobs + downstream]
 
+    def check(self, ctx: ActionContext, job: JobSpec) -> dict[str, Any]:
+        """A CDC job's: the logical databases to snapshot again first, and what its rebuild reads (cdc_refresh)."""
+        try:
+            databases, reads = refresh_reads(ctx.settings, job)
+        except BrokerError as exc:
+            raise ActionRefused(f"job {job.id!r}: whether its topic still holds every change was not checked ({exc}); "
+                                "start the broker (`lakehouse kafka up`) and ask again") from None
+        return {NEW_SNAPSHOT: databases, "reads": reads} if reads else {}
+
     def describe(self, ctx: ActionContext, job: JobSpec, prepared: Prepared) -> str:
         emptied = ", ".join(t if (condition := own_rows_condition(ctx.registry, job, t)) is None
                             else f"its rows of {t} ({condition})" for t in job.tables_written())
+        reads = f"; {prepared.data['reads']}" if prepared.data.get("reads") else ""
         return (f"move {ctx.checkpoint(job.id)} aside, empty {emptied} (a new Delta version each; the "
-                "history is kept) and rebuild them from all source data (available-now)")
+                f"history is kept) and rebuild them from all source data (available-now){reads}")
 
 
 class ResetCheckpointRules(ModeRules):

@@ -34,6 +34,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, fields, is_dataclass
 from typing import Any
 
 from include import checkpoints
+from include.checkpoints.cdc_refresh import refresh_reads
 from include.checkpoints.changes import TRANSFORM_REBUILT, schema_change, transform_change
 from include.checkpoints.journal import pending_for_checkpoint
 from include.checkpoints.kafka_offsets import check_checkpoint
@@ -228,6 +229,8 @@ def plan_job(job: JobSpec, registry: Registry, checkpoint: StoragePath, recorded
         note = "; ".join(filter(None, (note, *topic_notes)))
     mode = max((c.mode for c in changes), key=MODES.index, default="resume")
     downstream = tuple(downstream_jobs(registry, job.id)) if mode == "full-refresh" else ()
+    if mode == "full-refresh" and settings is not None:
+        note = "; ".join(filter(None, (note, _refresh_note(settings, job))))
     return Plan(job.id, mode, changes, downstream, note, positions)
 
 
@@ -272,6 +275,14 @@ def output_edits(plan: Plan, job: JobSpec) -> OutputEdits:
             elif was != ctype:
                 widened[column] = (was, ctype)
     return OutputEdits(added, widened, renamed, tuple(dropped))
+
+
+def _refresh_note(settings: Settings, job: JobSpec) -> str:
+    """What a full refresh of a CDC job reads again, and whether it takes a new snapshot first (cdc_refresh)."""
+    try:
+        return refresh_reads(settings, job)[1]
+    except BrokerError as exc:
+        return f"whether the topic still holds every change was not checked: {exc}"
 
 
 def _kafka_changes(settings: Settings, sources: list, checkpoint: StoragePath) -> tuple[tuple[Change, ...], list[str]]:

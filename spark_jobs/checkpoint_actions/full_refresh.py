@@ -1,13 +1,18 @@
 """full-refresh's steps: per job, move the checkpoint aside and empty its tables (a new Delta version each; history
-kept), then per job, rebuild from all source data, upstream first (its rules: include/checkpoints/modes.py)."""
+kept), then a new snapshot of each database whose topics lost changes (include/checkpoints/cdc_refresh.py), then per
+job, rebuild from all source data, upstream first (its rules: include/checkpoints/modes.py)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+from include.cdc.chain import snapshot
+from include.checkpoints.cdc_refresh import NEW_SNAPSHOT
 from include.checkpoints.modes import FullRefreshRules
 from include.checkpoints.ownership import own_rows_condition
-from include.registry import QUARANTINE_SCHEMA, Trigger
+from include.kafka.connection import bootstrap_servers
+from include.registry import Trigger
 from include.storage import delta as delta_store
 from include.storage.paths import StoragePath
 from spark_jobs.checkpoint_actions.base import ActionContext, ModeAction, Prepared, Step, move_aside
@@ -18,22 +23,36 @@ from spark_jobs.streaming_query import run_job
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
+
 
 class FullRefresh(FullRefreshRules, ModeAction):
     def steps(self, ctx: ActionContext, prepared: list[Prepared]) -> list[Step]:
         resets = [Step(item.job, "move the checkpoint aside and empty " + ", ".join(
             ctx.registry.job(item.job).tables_written()), lambda item=item: reset(ctx, item)) for item in prepared]
-        return resets + [Step(item.job, "rebuild from all source data (available-now)",
-                              lambda job_id=item.job: rebuild(ctx, job_id)) for item in prepared]
+        snapshots = {database: item.job for item in prepared for database in item.data.get(NEW_SNAPSHOT, ())}
+        new_snapshots = [Step(job_id, f"take a new snapshot of the {database} database's captured tables",
+                              lambda database=database, job_id=job_id: new_snapshot(ctx, job_id, database))
+                         for database, job_id in snapshots.items()]
+        return resets + new_snapshots + [Step(item.job, "rebuild from all source data (available-now)",
+                                              lambda job_id=item.job: rebuild(ctx, job_id)) for item in prepared]
 
 
 def reset(ctx: ActionContext, prepared: Prepared) -> None:
     job = ctx.registry.job(prepared.job)
     move_aside(ctx.settings, prepared)
-    for table in job.tables_written():
-        columns = job.output_schema if table == job.sink.table else QUARANTINE_SCHEMA
+    for table in job.tables_written():  # the sink, a quarantine table, a type 1 job's deletes table: each its schema
         empty_table(ctx.spark, ctx.settings.layout.table(table), own_rows_condition(ctx.registry, job, table),
-                    job.sink.properties, columns, job.sink.partition_by if table == job.sink.table else ())
+                    job.sink.properties, ctx.registry.table_schemas[table],
+                    job.sink.partition_by if table == job.sink.table else ())
+
+
+def new_snapshot(ctx: ActionContext, job_id: str, database: str) -> None:
+    """The connector of `database` reads its tables again, onto the topics `job_id` rebuilds from (its offsets
+    deleted: again after a crash, a snapshot more, which duplicates nothing: include/checkpoints/cdc_refresh.py)."""
+    source = next(s for s in ctx.registry.job(job_id).sources if s.cdc is not None and s.cdc.database == database)
+    log.info("job=%s: %s", job_id, snapshot(ctx.settings, ctx.registry, database,
+                                            bootstrap_servers(ctx.settings, source.kafka.connection)))
 
 
 def rebuild(ctx: ActionContext, job_id: str) -> None:
