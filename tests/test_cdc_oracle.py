@@ -404,8 +404,10 @@ def test_a_full_refresh_after_retention_took_changes_snapshots_again_and_duplica
     rows_now = len(oracle.database_rows(chain.settings, "customers"))
     settings = replace(house.settings, cdc_database_url=address(chain.settings).url)  # the chain's, by its URL
     apply(spark, settings, house.registry, request)
-    since = messages(chain.bootstrap, topic)[end - end // 2:]  # those after the topic's end before the action
-    assert len([v for _, v in since if v and v["op"] == "r"]) == rows_now == len(since)
+    # after the topic's end before the action: the snapshot's rows, each once (changes the slot holds from before
+    # its position may be delivered again: Connect delivers at least once)
+    since = messages(chain.bootstrap, topic)[end - end // 2:]
+    assert len([v for _, v in since if v and v["op"] == "r"]) == rows_now, (len(since), rows_now)
 
     customers = oracle.keyed(oracle.table_rows(house.settings, "silver/customers"), oracle.CUSTOMERS)
     want = oracle.database_rows(chain.settings, "customers")
