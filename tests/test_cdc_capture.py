@@ -373,7 +373,10 @@ def test_a_job_whose_table_the_database_keys_otherwise_is_refused_before_a_jvm(c
 
 @pytest.mark.cdc
 @pytest.mark.kafka
-def test_down_keeps_the_slot_and_says_so_then_purge_drops_slot_publication_and_connector(cdc_chain):
+def test_down_keeps_the_slot_a_slot_dropped_meanwhile_means_a_new_snapshot_and_purge_drops_everything(cdc_chain):
+    """`down` keeps the slot and says so; a slot a DBA drops while the chain is down (its WAL freed) makes the next
+    `up` take a new snapshot and say what was lost; `down --purge`, from a stopped worker (which it starts, and waits
+    for until it has read its connectors), deletes the connector and drops the slot and the publication."""
     try:
         _down_then_purge(cdc_chain)
     finally:  # the session's chain, as the next test using it expects it (snapshotted again)
@@ -392,6 +395,8 @@ def _down_then_purge(cdc_chain) -> None:
     line = _health_line(cdc_chain, "the Kafka Connect worker does not answer at")  # a connector that is down
     port = cdc_chain.settings.cdc_postgres_port
     assert "problem" in line and f"the database postgresql://lakehouse@127.0.0.1:{port}/shop does not answer" in line
+    _slot_dropped_then_up(cdc_chain)
+    assert cdc_chain.cli("cdc", "down").returncode == 0
     purge = cdc_chain.cli("cdc", "down", "--purge")
     assert purge.returncode == 0, purge.stdout + purge.stderr
     assert f"deleted connector(s): {CONNECTOR}" in purge.stdout
@@ -409,3 +414,27 @@ def _down_then_purge(cdc_chain) -> None:
     finally:
         server.stop()
     assert (slots, publications) == (0, 0)
+
+
+def _slot_dropped_then_up(cdc_chain) -> None:
+    """The slot dropped behind the stopped connector's back: `up` has it read its tables again (`op: r`)."""
+    from include.cdc.database import local_server
+    from tests.support.helpers import wait_for
+
+    local_server(cdc_chain.settings).start()
+    query(cdc_chain.settings, "SELECT pg_drop_replication_slot('lakehouse_shop')")
+    rows = query(cdc_chain.settings, "SELECT count(*) FROM customers")[0][0]
+    before = len(messages(cdc_chain.bootstrap, TOPICS["customers"]))
+    up = cdc_chain.cli("cdc", "up")
+    assert up.returncode == 0, up.stderr
+    assert (f"replication slot lakehouse_shop of connector {CONNECTOR} was dropped while the connector kept its "
+            "position: the changes since are lost to it, so it takes a new snapshot") in up.stderr
+    assert f"connector {CONNECTOR} unchanged, running" in up.stderr
+
+    def snapshot_rows() -> int:
+        return sum(1 for _, value in messages(cdc_chain.bootstrap, TOPICS["customers"])[before:]
+                   if value and value.get("op") == "r")
+
+    wait_for(lambda: snapshot_rows() >= rows, 120, lambda: f"{rows} `op: r` rows, found {snapshot_rows()}")
+    wait_for(lambda: query(cdc_chain.settings, "SELECT active FROM pg_replication_slots") == [(True,)], 60,
+             "the connector streaming from its new slot")

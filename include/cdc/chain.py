@@ -37,24 +37,38 @@ def up(settings: Settings, registry: Registry, bootstrap: str) -> list[str]:
     if sources:
         database.refuse_unless_capturable(settings, sources)
     lines.append(connect.up(settings, bootstrap)[1])
-    address = database.address(settings)
     for logical, tables in captured.items():
-        with database.cursor(address, f"publication {slots.publication_name(logical)} (its tables' owner may make "
-                                      "it)") as cur:
-            made = slots.ensure_publication(cur, logical, tables)
-        for source in tables:  # before the first change: a job may start on a table nothing has changed yet
-            ensure_topic(bootstrap, source.cdc.topic, 1)
-        name = connectors.connector_name(logical)
-        done = connectors.register(settings.connect_url, name, connectors.connector_config(address, logical, tables))
-        if connectors.failed(connectors.connector_status(settings.connect_url, name)):  # e.g. its publication was gone
-            connectors.restart_failed(settings.connect_url, name)
-            done += ", its failed task restarted"
-        connectors.wait_running(settings.connect_url, name)
-        lines.append(f"connector {name} {done}, running (publication {slots.publication_name(logical)} {made}; "
-                     f"topics {', '.join(sorted(s.cdc.topic for s in tables))})")
+        lines += _connector_up(settings, bootstrap, logical, tables)
     if not captured:
         lines.append(f"no `cdc:` source in the registry ({settings.registry_path}): no connector to register")
     return lines
+
+
+def _connector_up(settings: Settings, bootstrap: str, logical: str, tables: list[SourceSpec]) -> list[str]:
+    """One logical database's publication, topics and connector, running; its lines."""
+    address, url = database.address(settings), settings.connect_url
+    with database.cursor(address, f"publication {slots.publication_name(logical)} (its tables' owner may make "
+                                  "it)") as cur:
+        made = slots.ensure_publication(cur, logical, tables)
+        slot_gone = slots.slot_state(cur, slots.slot_name(logical)) is None
+    for source in tables:  # before the first change: a job may start on a table nothing has changed yet
+        ensure_topic(bootstrap, source.cdc.topic, 1)
+    name = connectors.connector_name(logical)
+    registered = connectors.connector_status(url, name) is not None
+    done = connectors.register(url, name, connectors.connector_config(address, logical, tables))
+    lines = []
+    if registered and slot_gone:  # its offsets name a position in a slot dropped behind its back: read it all again
+        connectors.snapshot_again(url, name)
+        lines.append(f"replication slot {slots.slot_name(logical)} of connector {name} was dropped while the "
+                     "connector kept its position: the changes since are lost to it, so it takes a new snapshot; "
+                     "rows deleted meanwhile stay in the tables until `lakehouse checkpoint full-refresh "
+                     "<bronze job> --cascade` rebuilds them")
+    elif connectors.failed(connectors.connector_status(url, name)):  # e.g. its publication was gone
+        connectors.restart_failed(url, name)
+        done += ", its failed task restarted"
+    connectors.wait_running(url, name)
+    return [*lines, f"connector {name} {done}, running (publication {slots.publication_name(logical)} {made}; "
+                    f"topics {', '.join(sorted(s.cdc.topic for s in tables))})"]
 
 
 def down(settings: Settings, registry: Registry, bootstrap: str, purge: bool = False) -> list[str]:

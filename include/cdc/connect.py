@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -101,6 +102,24 @@ def answers(url: str, timeout: float = 3.0) -> bool:
     return bool(info and "version" in info)
 
 
+def ready(url: str, timeout: float = 3.0) -> bool:
+    """The worker has completed its startup (`GET /health`: healthy): it has joined its group and read its
+    connectors' configurations and statuses. Before that its REST API may answer 404 for `/connectors` (a worker
+    just started lists no connector, and a purge would delete none)."""
+    info = get_json(url + "/health", timeout)
+    return bool(info) and info.get("status") == "healthy"
+
+
+def wait_ready(url: str, timeout: float = START_TIMEOUT_SECONDS) -> None:
+    """Wait until the worker at `url` is ready; CdcError naming its last health answer when it is not in time."""
+    deadline = time.monotonic() + timeout
+    while not ready(url, timeout=1.0):
+        if time.monotonic() >= deadline:
+            raise CdcError(f"the Kafka Connect worker at {url} answers but did not complete its startup within "
+                           f"{timeout:.0f} s (GET {url}/health: {get_json(url + '/health') or 'no JSON answer'})")
+        time.sleep(0.5)
+
+
 def _prepared(settings: Settings, bootstrap: str) -> WorkerFiles:
     """The worker's files written, once its broker answers (BrokerError-like CdcError otherwise)."""
     if not broker.answers(bootstrap):
@@ -113,10 +132,11 @@ def _prepared(settings: Settings, bootstrap: str) -> WorkerFiles:
 
 
 def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
-    """Start the worker in the background unless one answers at LAKEHOUSE_CONNECT_URL; wait until its REST API
-    answers. (started, a line); CdcError saying why it cannot start."""
+    """Start the worker in the background unless one answers at LAKEHOUSE_CONNECT_URL; wait until it is ready (its
+    startup complete). (started, a line); CdcError saying why it cannot start."""
     url = settings.connect_url
     if answers(url):
+        wait_ready(url)
         return False, f"a Kafka Connect worker already answers at {url}"
     host, port = http_host_port("LAKEHOUSE_CONNECT_URL", url)
     if port_taken(host, port):
@@ -124,7 +144,7 @@ def up(settings: Settings, bootstrap: str) -> tuple[bool, str]:
                        "another http://host:port")
     files = _prepared(settings, bootstrap)
     process = files.daemon.start_and_wait(
-        command(settings, files), lambda: answers(url, timeout=1.0), CdcError, what="the Kafka Connect worker",
+        command(settings, files), lambda: ready(url, timeout=1.0), CdcError, what="the Kafka Connect worker",
         where=f" at {url}", timeout=START_TIMEOUT_SECONDS, stop_timeout=STOP_TIMEOUT_SECONDS, poll=0.5, group=False)
     return True, f"Kafka Connect worker up at {url} (pid {process.pid}; broker {bootstrap}; log {files.log})"
 

@@ -82,9 +82,12 @@ def _message(answer: dict | list) -> str:
 
 
 def connectors(url: str) -> list[str]:
-    """The connectors registered on the worker."""
+    """The connectors registered on the worker; CdcError when it does not say (e.g. still starting)."""
     status, answer = rest(url, "GET", "/connectors")
-    return sorted(answer) if status == 200 and isinstance(answer, list) else []
+    if status != 200 or not isinstance(answer, list):
+        raise CdcError(f"the Kafka Connect worker at {url} did not list its connectors (HTTP {status}): "
+                       f"{_message(answer)}")
+    return sorted(answer)
 
 
 def connector_status(url: str, name: str) -> dict | None:
