@@ -7,7 +7,8 @@ A page asks for a generated part with a marker line, `<!-- generated: NAME -->`,
 - `jobs-yaml`: every key of `jobs.yaml`, read from the registry's parsers (the keys each one accepts, as the code
   lists them), with what it means where the code says it (the spec dataclasses' field comments), its default and
   the values it takes (`include/registry/vocabulary.py` and the catalogues);
-- `processors`, `quality-checks`, `column-types`: the registry's catalogues.
+- `processors`, `quality-checks`, `column-types`: the registry's catalogues;
+- `metrics`: every metric family of `lakehouse metrics`, from `include.ops.metrics.METRICS`.
 - `storage-layout`: the map of `include/storage/layout.py`'s docstring; `packages`: each package's docstring.
 
 What the code does not say about a key is said once, in the registry (`include/registry/reference.py`: its
@@ -539,6 +540,15 @@ def packages() -> str:
     return "\n".join(rows) + "\n"
 
 
+def metrics_reference() -> str:
+    from include.ops.metrics import METRICS
+
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{m.name}` | {m.kind} | {', '.join(f'`{label}`' for label in m.labels)} | {cell(m.meaning)} |"
+             for m in METRICS]
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "storage-layout": storage_layout,
     "packages": packages,
@@ -548,4 +558,5 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "processors": processors_reference,
     "quality-checks": quality_checks_reference,
     "column-types": column_types_reference,
+    "metrics": metrics_reference,
 }

@@ -200,6 +200,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LAKEHOUSE_SQL_PASSWORD", "sql_password", Kind.TEXT, "", strip=False,
             meaning="its login's password (taken as given, spaces too); unset: one made once, kept owner-only under "
                     "`<local>/_sql/password`, printed by `sql up`"),
+    Setting("LAKEHOUSE_METRICS_PORT", "metrics_port", Kind.PORT, "9188",
+            meaning="the lakehouse's Prometheus metrics (`lakehouse metrics --serve`: `/metrics` on that port)"),
+    Setting("LAKEHOUSE_METRICS_BIND", "metrics_bind", Kind.TEXT, "127.0.0.1",
+            meaning="the address the metrics endpoint listens on (loopback unless set; `0.0.0.0`: every interface)"),
     Setting("LAKEHOUSE_LIVE_DRIVERS", "live_drivers", Kind.WHOLE, "4", minimum=1,
             meaning="live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits "
                     "for capacity"),
@@ -256,6 +260,8 @@ class Settings:
     connect_jars_dir: Path
     metastore_uri: str
     sql_port: int
+    metrics_port: int
+    metrics_bind: str
     sql_bind: str
     sql_user: str
     sql_password: str  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)

@@ -240,3 +240,61 @@ def test_airflow_history_older_than_its_days_is_deleted_with_its_logs(demo, tmp_
     assert cleaned.returncode == 0 and f" {logs} log files" in cleaned.stdout, cleaned.stdout + cleaned.stderr[-3000:]
     assert runs() == (0, 0, others)
     assert not run_logs.exists() and newer.read_text() == "a newer run's log"
+
+
+def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
+    """`lakehouse metrics --serve` on the demo's lakehouse, scraped over HTTP: per job its batches and input rows as
+    `_ops/query_progress` holds them and 0 up (nothing runs); per table its last commit and version as its Delta log
+    says (`gold/user_activity_5m` as the registry names it); a second endpoint on the taken port is one line, exit 2;
+    Ctrl-C ends the first cleanly."""
+    import signal
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from include.daemons import free_port_block
+    from include.ops.health import last_batches
+    from include.ops.health_report import progress_by_job
+    from tests.support.helpers import LAKEHOUSE, signal_group_when
+
+    succeeded(demo)
+    env = {**demo.env, "LAKEHOUSE_METRICS_PORT": str(free_port_block([0]))}
+    scraped: dict = {}
+
+    def scrape() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{env['LAKEHOUSE_METRICS_PORT']}/metrics", timeout=30) as r:
+                scraped["text"] = r.read().decode()
+        except OSError:
+            return False
+        scraped["again"] = run_cli(["metrics", "--serve"], env, timeout=120)
+        return True
+
+    code, output = signal_group_when(LAKEHOUSE + ["metrics", "--serve"], env, scrape, signal.SIGINT, "/metrics")
+    assert code == 0 and "Traceback" not in output, output[-2000:]
+    again = scraped["again"]
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert "LAKEHOUSE_METRICS_PORT" in again.stderr
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in text_string_to_metric_families(scraped["text"]) for s in family.samples}
+    progress = progress_by_job(demo.settings)
+    for job_id, job in registry.jobs.items():
+        rows = progress[job_id]
+        label = (("job", job_id),)
+        assert found[("lakehouse_job_up", label)] == 0.0
+        assert found[("lakehouse_job_batches_total", label)] == len(rows) > 0, job_id
+        assert found[("lakehouse_job_input_rows_total", label)] == sum(r["num_input_rows"] or 0 for r in rows), job_id
+        assert found[("lakehouse_job_last_batch_duration_seconds", label)] == rows[-1]["batch_duration_ms"] / 1000
+        assert last_batches(rows, rows[-1]["query_id"], 1) == [rows[-1]]
+        if job.stateful:
+            assert found[("lakehouse_job_state_rows", label)] == rows[-1]["state_rows_total"], job_id
+        for table in job.tables_written():
+            path = demo.settings.layout.table(table)
+            if not delta_store.table_exists(path):  # a quarantine table no bad line made
+                assert ("lakehouse_table_version", (("table", table),)) not in found
+                continue
+            last = delta_store.open_table(path).history(1)[0]
+            assert found[("lakehouse_table_version", (("table", table),))] == last["version"], table
+            assert found[("lakehouse_table_last_commit_timestamp_seconds", (("table", table),))] == \
+                last["timestamp"] / 1000, table
+    assert ("lakehouse_table_last_commit_timestamp_seconds", (("table", "gold/user_activity_5m"),)) in found

@@ -36,7 +36,7 @@ __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_fo
 COMMANDS: tuple[Command, ...] = (
     generate.generate, jobs.run, demo.demo, airflow.airflow_setup, airflow.airflow, airflow.airflow_history,
     reports.summary, reports.quality, checkpoints.checkpoint, checkpoints.state, checkpoints.schema, jobs.maintain,
-    reports.health, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql, catalog.query, servers.storage, servers.cluster,
+    reports.health, reports.metrics, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql, catalog.query, servers.storage, servers.cluster,
     jobs.stop,
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}

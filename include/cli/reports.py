@@ -55,3 +55,21 @@ def health(settings: Settings, args: argparse.Namespace) -> int:
     if args.report:
         sys.stdout.write(f"pipeline-health report: {health_report.build(settings, registry)}\n")
     return 0
+
+
+def _metrics_arguments(metrics: argparse.ArgumentParser) -> None:
+    metrics.add_argument("--serve", action="store_true",
+                         help="serve them at http://LAKEHOUSE_METRICS_BIND:LAKEHOUSE_METRICS_PORT/metrics until "
+                              "stopped (what Prometheus scrapes)")
+
+
+@command("metrics", "the jobs' and tables' metrics in Prometheus' text format (`--serve`: the endpoint to scrape)",
+         _metrics_arguments, reports=True)
+def metrics(settings: Settings, args: argparse.Namespace) -> int:
+    from include.ops import metrics as lakehouse_metrics
+
+    if args.serve:
+        lakehouse_metrics.serve(settings)
+    else:
+        sys.stdout.write(lakehouse_metrics.exposition(settings))
+    return 0

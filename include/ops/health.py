@@ -55,10 +55,21 @@ def recent_batches(settings: Settings, job_id: str, query_id: str | None, limit:
     query = f"job = {delta_store.sql_string(job_id)} AND query_id = {delta_store.sql_string(query_id)}"
     table = delta_store.read_table(path, where=f"{query} AND batch_id > (SELECT max(batch_id) FROM t WHERE {query}) "
                                                f"- {int(limit)}")
+    return last_batches(table.to_pylist(), query_id, limit)
+
+
+def last_batches(rows: list[dict], query_id: str | None, limit: int) -> list[dict]:
+    """Of progress `rows` (a job's), the query's batches with the `limit` highest ids, oldest first, a batch replayed
+    after a crash by its last record."""
+    rows = [r for r in rows if r["query_id"] == query_id]
+    if query_id is None or limit <= 0 or not rows:
+        return []
+    newest = max(r["batch_id"] for r in rows)
     latest: dict[int, dict] = {}
-    for row in sorted(table.to_pylist(), key=lambda r: (r["batch_id"], r["progress_time"] or datetime.min.replace(tzinfo=UTC))):
-        latest[row["batch_id"]] = row  # a batch replayed after a crash: keep its last record
-    return [latest[b] for b in sorted(latest)][-limit:]
+    for row in sorted(rows, key=lambda r: (r["batch_id"], r["progress_time"] or datetime.min.replace(tzinfo=UTC))):
+        if row["batch_id"] > newest - limit:
+            latest[row["batch_id"]] = row
+    return [latest[b] for b in sorted(latest)]
 
 
 STATE_HEALTH = ("state_growing", "watermark_stuck", "dropped_by_watermark", "state_memory_high", "partition_skew")
@@ -128,13 +139,15 @@ def diagnose(job: JobSpec, batches: list[dict], memory_bytes: int | None = None,
     return problems
 
 
-def check_job(settings: Settings, registry: Registry, job_id: str, now: float | None = None) -> Health:
+def check_job(settings: Settings, registry: Registry, job_id: str, now: float | None = None,
+              progress: list[dict] | None = None) -> Health:
     """Is the job running (its lease held by a live process), and what is wrong with it.
 
     Problems: "stalled" (running, heartbeat older than supervision.stall_after_seconds, 0 meaning
     6 live batch intervals (Registry.live_interval_seconds) and at least 30 s: an idle query reports itself every 10 s), and from the query's last `health_window_batches` batches:
     "slow_batches", "falling_behind", "state_growing", "watermark_stuck" (see :func:`diagnose`;
-    reported even when the job is not running). `now` (epoch seconds): look as of another time.
+    reported even when the job is not running). `now` (epoch seconds): look as of another time. `progress`: the job's
+    progress rows when the caller read them all already (a report on every job), else its last batches are read.
     """
     job = registry.job(job_id)
     now = time.time() if now is None else now
@@ -144,7 +157,9 @@ def check_job(settings: Settings, registry: Registry, job_id: str, now: float | 
     beat = read_heartbeat(settings, job_id)
     updated = _epoch(beat.get("updated_at")) if beat else None
     query_id = (beat or {}).get("query_id") or checkpoints.query_id(settings.layout.checkpoint(job_id))
-    batches = recent_batches(settings, job_id, query_id, job.supervision.health_window_batches)
+    window = job.supervision.health_window_batches
+    batches = (recent_batches(settings, job_id, query_id, window) if progress is None else
+               last_batches(progress, query_id, window))
     last_batch_id = (beat or {}).get("batch_id")
     if last_batch_id is None and batches:
         last_batch_id = batches[-1]["batch_id"]

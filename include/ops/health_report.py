@@ -124,7 +124,7 @@ def health_rows(settings: Settings, registry: Registry, progress: dict[str, list
     rows = []
     for job_id in registry.order:
         batches = len(progress.get(job_id, []))
-        problems = tuple(check_job(settings, registry, job_id).problems)
+        problems = tuple(check_job(settings, registry, job_id, progress=progress.get(job_id, [])).problems)
         status = ("breached" if any(p in STATE_HEALTH for p in problems) else "warning" if problems else
                   "ok" if batches else "not run yet")
         rows.append(JobHealthRow(job_id, batches, status, problems))

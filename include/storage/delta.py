@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -259,6 +260,31 @@ def evolved_in_place(path: Location) -> bool:
     """Whether the table has column mapping or type widening on: its columns may be renamed, dropped or widened."""
     configuration = table_configuration(path)
     return configuration.get(COLUMN_MAPPING, "none") != "none" or configuration.get(TYPE_WIDENING) == "true"
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    timestamp: float  # epoch seconds, its commitInfo's
+
+
+def last_commit(path: StoragePath) -> Commit | None:
+    """The table's latest commit, from its log's file names and that commit's commitInfo (its in-commit timestamp
+    when the table keeps them): no snapshot read, so a table the deltalake package cannot open (type-widened,
+    column-mapped) answers too; None when there is no table."""
+    try:
+        versions = [int(f.name[:-5]) for f in (path / "_delta_log").iterdir()
+                    if f.name.endswith(".json") and f.name[:-5].isdigit()]
+    except FileNotFoundError:
+        return None
+    if not versions:
+        return None
+    latest = max(versions)
+    info = next((a["commitInfo"] for a in commit_actions(path, latest) if "commitInfo" in a), {})
+    millis = info.get("inCommitTimestamp") or info.get("timestamp")
+    if millis is None:
+        raise ValueError(f"Delta commit {latest} of {path} has no commitInfo timestamp")
+    return Commit(latest, millis / 1000)
 
 
 def latest_version(path: Location) -> int:

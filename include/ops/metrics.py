@@ -1,0 +1,165 @@
+"""`lakehouse metrics`: what the product already records about its jobs and tables, in Prometheus' text format.
+
+Read at each scrape from the records the jobs write (heartbeats and leases, `_ops/query_progress`, the tables' Delta
+logs): the endpoint keeps no state of its own, and a job needs nothing new to be watched. Label values are bounded:
+a job id, a table as the registry names it (`gold/user_activity_5m`), a problem of `lakehouse health`; never a run
+id or a time. `METRICS` below is the reference (docs/reference/metrics.md is generated from it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from include.ops.health import check_job
+from include.ops.health_report import progress_by_job
+from include.registry import Registry, load_registry
+from include.settings import Settings
+from include.storage import delta as delta_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric family: its name (under `lakehouse_`), kind, labels and meaning."""
+
+    name: str
+    kind: str  # gauge | counter
+    labels: tuple[str, ...]
+    meaning: str
+
+
+METRICS: tuple[MetricInfo, ...] = (
+    MetricInfo("lakehouse_job_up", "gauge", ("job",),
+               "1 while the job's driver heartbeats (its lease held by a live process, its heartbeat not older than "
+               "the job's stall bound), else 0"),
+    MetricInfo("lakehouse_job_heartbeat_age_seconds", "gauge", ("job",),
+               "seconds since the job's last heartbeat (absent before its first)"),
+    MetricInfo("lakehouse_job_problem", "gauge", ("job", "problem"),
+               "1 per problem `lakehouse health` names for the job (stalled, slow_batches, falling_behind, "
+               "state_growing, watermark_stuck, ...)"),
+    MetricInfo("lakehouse_job_batches_total", "counter", ("job",),
+               "micro-batches the job recorded in `_ops/query_progress` (a replayed batch once; the progress "
+               "retention deleting old rows reads as a counter reset)"),
+    MetricInfo("lakehouse_job_input_rows_total", "counter", ("job",),
+               "rows the job's recorded batches read (as the batches: a reset when retention deletes old rows)"),
+    MetricInfo("lakehouse_job_last_batch_timestamp_seconds", "gauge", ("job",),
+               "when the job's last recorded batch ended (epoch seconds): `time() - this` is the seconds since it"),
+    MetricInfo("lakehouse_job_last_batch_duration_seconds", "gauge", ("job",), "the last recorded batch's duration"),
+    MetricInfo("lakehouse_job_watermark_timestamp_seconds", "gauge", ("job",),
+               "the job's event-time watermark after its last recorded batch (absent without one)"),
+    MetricInfo("lakehouse_job_state_rows", "gauge", ("job",),
+               "rows in the job's state store after its last recorded batch (stateful jobs)"),
+    MetricInfo("lakehouse_job_state_memory_bytes", "gauge", ("job",),
+               "memory the job's state store used after its last recorded batch (stateful jobs)"),
+    MetricInfo("lakehouse_table_last_commit_timestamp_seconds", "gauge", ("table",),
+               "when the table's latest Delta commit was made (its commitInfo's timestamp, epoch seconds)"),
+    MetricInfo("lakehouse_table_version", "gauge", ("table",), "the table's latest Delta version"),
+)
+_INFO = {m.name: m for m in METRICS}
+
+
+def _family(name: str) -> Metric:
+    info = _INFO[name]
+    kind = CounterMetricFamily if info.kind == "counter" else GaugeMetricFamily
+    return kind(name, info.meaning, labels=list(info.labels))
+
+
+class LakehouseCollector(Collector):
+    """Every family of `METRICS`, read again at each scrape (the registry too: a job added shows up)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        registry = load_registry(self.settings.registry_path)
+        families = {m.name: _family(m.name) for m in METRICS}
+        _job_samples(self.settings, registry, families)
+        _table_samples(self.settings, registry, families)
+        yield from families.values()
+
+
+def _job_samples(settings: Settings, registry: Registry, families: dict[str, Metric]) -> None:
+    progress = progress_by_job(settings)
+    for job_id in registry.order:
+        health = check_job(settings, registry, job_id, progress=progress.get(job_id, []))
+        families["lakehouse_job_up"].add_metric([job_id], 1.0 if health.running and "stalled" not in health.problems
+                                                else 0.0)
+        if health.heartbeat_age_seconds is not None:
+            families["lakehouse_job_heartbeat_age_seconds"].add_metric([job_id], health.heartbeat_age_seconds)
+        for problem in sorted(set(health.problems)):
+            families["lakehouse_job_problem"].add_metric([job_id, problem], 1.0)
+        batches = progress.get(job_id, [])
+        families["lakehouse_job_batches_total"].add_metric([job_id], float(len(batches)))
+        families["lakehouse_job_input_rows_total"].add_metric([job_id], float(sum(b["num_input_rows"] or 0
+                                                                            for b in batches)))
+        if batches:
+            _last_batch(job_id, batches[-1], families)
+
+
+def _last_batch(job_id: str, last: dict, families: dict[str, Metric]) -> None:
+    if last["progress_time"] is not None:
+        ended = last["progress_time"].timestamp() + (last["batch_duration_ms"] or 0) / 1000
+        families["lakehouse_job_last_batch_timestamp_seconds"].add_metric([job_id], ended)
+    if last["batch_duration_ms"] is not None:
+        families["lakehouse_job_last_batch_duration_seconds"].add_metric([job_id], last["batch_duration_ms"] / 1000)
+    if last["watermark"] is not None:
+        families["lakehouse_job_watermark_timestamp_seconds"].add_metric([job_id], last["watermark"].timestamp())
+    if last["state_rows_total"] is not None:
+        families["lakehouse_job_state_rows"].add_metric([job_id], float(last["state_rows_total"]))
+    if last["state_memory_used_bytes"] is not None:
+        families["lakehouse_job_state_memory_bytes"].add_metric([job_id], float(last["state_memory_used_bytes"]))
+
+
+def _table_samples(settings: Settings, registry: Registry, families: dict[str, Metric]) -> None:
+    tables = dict.fromkeys(t for job_id in registry.order for t in registry.jobs[job_id].tables_written())
+    for table in tables:
+        try:
+            commit = delta_store.last_commit(settings.layout.table(table))
+        except (OSError, ValueError) as exc:  # one unreadable log: the other tables are still reported
+            log.warning("metrics: the Delta log of %s was not read (%s)", table, exc)
+            continue
+        if commit is not None:
+            families["lakehouse_table_version"].add_metric([table], float(commit.version))
+            families["lakehouse_table_last_commit_timestamp_seconds"].add_metric([table], commit.timestamp)
+
+
+def collector_registry(settings: Settings) -> CollectorRegistry:
+    """A registry holding only the lakehouse's collector (no process metrics of the scraping process)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LakehouseCollector(settings))
+    return registry
+
+
+def exposition(settings: Settings) -> str:
+    """The metrics as one scrape would return them (Prometheus' text format 0.0.4)."""
+    started = time.monotonic()
+    text = generate_latest(collector_registry(settings)).decode()
+    log.debug("metrics collected in %.2f s", time.monotonic() - started)
+    return text
+
+
+def serve(settings: Settings) -> None:
+    """Serve `/metrics` on LAKEHOUSE_METRICS_BIND:LAKEHOUSE_METRICS_PORT in the foreground, until interrupted;
+    ValueError (exit 2, one line) when the port is taken."""
+    bind, port = settings.metrics_bind, settings.metrics_port
+    try:
+        server, thread = start_http_server(port, bind, registry=collector_registry(settings))
+    except OSError as exc:
+        raise ValueError(f"the metrics endpoint cannot listen on {bind}:{port} ({exc.strerror or exc}): free the "
+                         "port, or set LAKEHOUSE_METRICS_PORT") from None
+    log.warning("lakehouse metrics at http://%s:%d/metrics", bind, port)
+    try:
+        while thread.is_alive():
+            thread.join(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
