@@ -298,3 +298,8 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
             assert found[("lakehouse_table_last_commit_timestamp_seconds", (("table", table),))] == \
                 last["timestamp"] / 1000, table
     assert ("lakehouse_table_last_commit_timestamp_seconds", (("table", "gold/user_activity_5m"),)) in found
+    for table, spec in quality_tables(registry).items():  # the demo's quality run: every suite passes
+        assert found[("lakehouse_quality_failing_checks", (("severity", "blocking"), ("table", table)))] == 0, table
+        checks = {dict(k[1])["check"] for k in found if k[0] == "lakehouse_quality_check_success"
+                  and dict(k[1])["table"] == table}
+        assert checks == {c.name for c in spec.checks}, table

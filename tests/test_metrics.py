@@ -59,4 +59,33 @@ def test_a_tables_last_commit_is_its_delta_logs_and_every_family_is_documented(s
     assert not any(k[0].startswith("lakehouse_table") and k[1] != table for k in found)  # no other table exists
     names = {m.name for m in METRICS}
     assert {k[0] for k in found} <= names and all(m.name.startswith("lakehouse_") for m in METRICS)
-    assert all(set(dict(k[1])) <= {"job", "table", "problem"} for k in found)  # bounded labels: no run id, no time
+    assert all(set(dict(k[1])) <= {"job", "table", "problem", "check", "severity"} for k in found)  # no run id, no time
+
+
+def test_a_checks_latest_result_is_what_the_quality_metrics_say(settings):
+    """Results recorded as a quality run records them: a blocking check failing, then passing in a later run; a
+    table no job of the registry writes is left out (bounded labels)."""
+    from include.records.quality_results import CheckResult, record
+
+    def result(table: str, check: str, success: bool, severity: str = "blocking") -> CheckResult:
+        return CheckResult(table, check, severity, success, "{}", "rows", 0, 1, 10, "pandas")
+
+    first, later = datetime(2026, 12, 7, 10, tzinfo=UTC), datetime(2026, 12, 7, 11, tzinfo=UTC)
+    record(settings, "run-1", first, [result("gold/user_activity_5m", "freshness", False),
+                                      result("gold/user_activity_5m", "keys_not_null", True),
+                                      result("gold/user_activity_5m", "no_rescued_fields", False, "warning"),
+                                      result("gold/gone", "freshness", False)])
+    table = "gold/user_activity_5m"
+    found = samples(settings)
+    assert found[("lakehouse_quality_check_success", (("check", "freshness"), ("severity", "blocking"),
+                                                      ("table", table)))] == 0.0
+    assert found[("lakehouse_quality_failing_checks", (("severity", "blocking"), ("table", table)))] == 1.0
+    assert found[("lakehouse_quality_failing_checks", (("severity", "warning"), ("table", table)))] == 1.0
+    assert found[("lakehouse_quality_last_validation_timestamp_seconds", (("table", table),))] == first.timestamp()
+    assert not any(dict(k[1]).get("table") == "gold/gone" for k in found)
+    record(settings, "run-2", later, [result(table, "freshness", True)])
+    found = samples(settings)
+    assert found[("lakehouse_quality_check_success", (("check", "freshness"), ("severity", "blocking"),
+                                                      ("table", table)))] == 1.0
+    assert found[("lakehouse_quality_failing_checks", (("severity", "blocking"), ("table", table)))] == 0.0
+    assert found[("lakehouse_quality_last_validation_timestamp_seconds", (("table", table),))] == later.timestamp()

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from include.ops.health import check_job
 from include.ops.health_report import progress_by_job
+from include.records.quality_results import RESULTS_TABLE
 from include.registry import Registry, load_registry
 from include.settings import Settings
 from include.storage import delta as delta_store
@@ -62,6 +63,13 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("lakehouse_table_last_commit_timestamp_seconds", "gauge", ("table",),
                "when the table's latest Delta commit was made (its commitInfo's timestamp, epoch seconds)"),
     MetricInfo("lakehouse_table_version", "gauge", ("table",), "the table's latest Delta version"),
+    MetricInfo("lakehouse_quality_check_success", "gauge", ("table", "check", "severity"),
+               "1 when the check's latest recorded result on the table (`_ops/dq_results`) passed, else 0; severity "
+               "`blocking` or `warning`"),
+    MetricInfo("lakehouse_quality_failing_checks", "gauge", ("table", "severity"),
+               "the table's checks whose latest result failed, per severity (`blocking` > 0: its suite fails)"),
+    MetricInfo("lakehouse_quality_last_validation_timestamp_seconds", "gauge", ("table",),
+               "when the table was last validated (epoch seconds)"),
 )
 _INFO = {m.name: m for m in METRICS}
 
@@ -83,6 +91,7 @@ class LakehouseCollector(Collector):
         families = {m.name: _family(m.name) for m in METRICS}
         _job_samples(self.settings, registry, families)
         _table_samples(self.settings, registry, families)
+        _quality_samples(self.settings, registry, families)
         yield from families.values()
 
 
@@ -129,6 +138,32 @@ def _table_samples(settings: Settings, registry: Registry, families: dict[str, M
         if commit is not None:
             families["lakehouse_table_version"].add_metric([table], float(commit.version))
             families["lakehouse_table_last_commit_timestamp_seconds"].add_metric([table], commit.timestamp)
+
+
+def _quality_samples(settings: Settings, registry: Registry, families: dict[str, Metric]) -> None:
+    path = settings.layout.ops_table(RESULTS_TABLE)
+    if not delta_store.table_exists(path):
+        return
+    tables = {t for job in registry.jobs.values() for t in job.tables_written()}
+    latest: dict[tuple[str, str], dict] = {}
+    for row in delta_store.read_table(path, columns=["table", "expectation", "severity", "success",
+                                                     "validated_at"]).to_pylist():
+        key = (row["table"], row["expectation"])
+        if row["table"] in tables and (key not in latest or row["validated_at"] >= latest[key]["validated_at"]):
+            latest[key] = row
+    failing: dict[tuple[str, str], int] = {}
+    validated: dict[str, float] = {}
+    for (table, check), row in sorted(latest.items()):
+        families["lakehouse_quality_check_success"].add_metric([table, check, row["severity"]],
+                                                               1.0 if row["success"] else 0.0)
+        for severity in ("blocking", "warning"):
+            failing.setdefault((table, severity), 0)
+        failing[(table, row["severity"])] += 0 if row["success"] else 1
+        validated[table] = max(validated.get(table, 0.0), row["validated_at"].timestamp())
+    for (table, severity), count in sorted(failing.items()):
+        families["lakehouse_quality_failing_checks"].add_metric([table, severity], float(count))
+    for table, moment in sorted(validated.items()):
+        families["lakehouse_quality_last_validation_timestamp_seconds"].add_metric([table], moment)
 
 
 def collector_registry(settings: Settings) -> CollectorRegistry:
