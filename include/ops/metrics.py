@@ -1,9 +1,9 @@
 """`lakehouse metrics`: what the product already records about its jobs and tables, in Prometheus' text format.
 
-Read at each scrape from the records the jobs write (heartbeats and leases, `_ops/query_progress`, the tables' Delta
-logs): the endpoint keeps no state of its own, and a job needs nothing new to be watched. Label values are bounded:
-a job id, a table as the registry names it (`gold/user_activity_5m`), a problem of `lakehouse health`; never a run
-id or a time. `METRICS` below is the reference (docs/reference/metrics.md is generated from it).
+Read at each scrape from the records the jobs write (heartbeats and leases, `_ops/query_progress`, `_ops/dq_results`,
+the tables' Delta logs): the endpoint keeps no state of its own, and a job needs nothing new to be watched. Label
+values are bounded: a job id, a table as the registry names it (`gold/user_activity_5m`), a problem of `lakehouse
+health`, a quality check and its severity; never a run id or a time. `METRICS` below is the reference (docs/reference/metrics.md is generated from it).
 """
 
 from __future__ import annotations
