@@ -30,6 +30,8 @@ BROWSER_STAMP := .cache/.browser
 APT := $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
 # Debian's PostgreSQL server for `lakehouse cluster` (Airflow's metadata database), installed when missing.
 POSTGRES_STAMP := .cache/.postgres
+# Debian's Prometheus (with promtool) and Alertmanager (with amtool) for `lakehouse monitor`, installed when missing.
+MONITOR_STAMP := .cache/.monitor
 
 .PHONY: bootstrap demo test test-full test-unit lint docs bench soak soak-1h airflow cluster clean
 
@@ -92,11 +94,21 @@ $(POSTGRES_STAMP):
 	  echo "installed postgresql (Debian) for lakehouse cluster"; touch $@; \
 	else echo "PostgreSQL's server is missing and could not be installed: apt-get install postgresql"; exit 2; fi
 
+$(MONITOR_STAMP):
+	@mkdir -p .cache
+	@if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 \
+	   && { command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1; }; then touch $@; \
+	elif $(APT) install -y -q --no-install-recommends prometheus prometheus-alertmanager >/dev/null 2>&1 || \
+	     { $(APT) update -q >/dev/null 2>&1 && \
+	       $(APT) install -y -q --no-install-recommends prometheus prometheus-alertmanager >/dev/null 2>&1; }; then \
+	  echo "installed prometheus and prometheus-alertmanager (Debian) for lakehouse monitor"; touch $@; \
+	else echo "Prometheus and Alertmanager are missing and could not be installed: apt-get install prometheus prometheus-alertmanager"; exit 2; fi
+
 demo: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP)
 	$(VENV)/bin/lakehouse demo
 
 TEST_PREREQUISITES := $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(BROWSER_STAMP) \
-	$(POSTGRES_STAMP)
+	$(POSTGRES_STAMP) $(MONITOR_STAMP)
 
 # What `make test` needs before it runs anything (docs/development/testing.md times it on a clean clone).
 bootstrap: $(TEST_PREREQUISITES)
@@ -127,7 +139,7 @@ airflow: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $
 	$(VENV)/bin/lakehouse airflow standalone
 
 # The production topology on this machine: PostgreSQL, Airflow's components, a Spark standalone cluster, Kafka.
-cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP) docs
+cluster: $(STAMP) $(JARS_STAMP) $(KAFKA_STAMP) $(CONNECT_STAMP) $(FUNCTIONS_JAR) $(JVM_ARCHIVE) $(ASSETS_STAMP) $(POSTGRES_STAMP) $(MONITOR_STAMP) docs
 	$(VENV)/bin/lakehouse cluster up
 
 lint: $(STAMP)

@@ -203,7 +203,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LAKEHOUSE_METRICS_PORT", "metrics_port", Kind.PORT, "9188",
             meaning="the lakehouse's Prometheus metrics (`lakehouse metrics --serve`: `/metrics` on that port)"),
     Setting("LAKEHOUSE_METRICS_BIND", "metrics_bind", Kind.TEXT, "127.0.0.1",
-            meaning="the address the metrics endpoint listens on (loopback unless set; `0.0.0.0`: every interface)"),
+            meaning="the address the metrics endpoint, Prometheus and Alertmanager (`lakehouse monitor up`) listen on "
+                    "(loopback unless set; `0.0.0.0`: every interface)"),
+    Setting("LAKEHOUSE_PROMETHEUS_PORT", "prometheus_port", Kind.PORT, "9090",
+            meaning="the Prometheus `lakehouse monitor up` runs (its UI and API)"),
+    Setting("LAKEHOUSE_ALERTMANAGER_PORT", "alertmanager_port", Kind.PORT, "9093",
+            meaning="the Alertmanager `lakehouse monitor up` runs (its UI and API)"),
+    Setting("LAKEHOUSE_MONITOR_INTERVAL_SECONDS", "monitor_interval_seconds", Kind.WHOLE, "15", minimum=1,
+            unit="seconds", meaning="how often Prometheus scrapes and evaluates the alert rules; Alertmanager waits 2 "
+                                    "intervals before a new group's first notification and 4 between a group's next"),
+    Setting("LAKEHOUSE_PROMETHEUS_RETENTION_HOURS", "prometheus_retention_hours", Kind.WHOLE, "168", minimum=1,
+            unit="hours", meaning="how long Prometheus keeps samples (also at most 1 GB of them), under "
+                                  "`<local>/_monitor/prometheus`"),
+    Setting("LAKEHOUSE_ALERTMANAGER_CONFIG", "alertmanager_config", Kind.PATH, "",
+            meaning="a team's `alertmanager.yml` (its receivers: email, a webhook, ...) for `lakehouse monitor up`; "
+                    "unset: every alert to the product's webhook, which records it in `ops.alerts`"),
     Setting("LAKEHOUSE_LIVE_DRIVERS", "live_drivers", Kind.WHOLE, "4", minimum=1,
             meaning="live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits "
                     "for capacity"),
@@ -261,7 +275,12 @@ class Settings:
     metastore_uri: str
     sql_port: int
     metrics_port: int
-    metrics_bind: str
+    metrics_bind: str  # the metrics endpoint's, Prometheus' and Alertmanager's address
+    prometheus_port: int
+    alertmanager_port: int
+    monitor_interval_seconds: int  # Prometheus' scrape and rule evaluation interval
+    prometheus_retention_hours: int
+    alertmanager_config: Path | None  # a team's alertmanager.yml; None: the product's webhook receiver
     sql_bind: str
     sql_user: str
     sql_password: str  # empty: the one `lakehouse sql up` made and keeps (include/catalog/sql_endpoint.py)

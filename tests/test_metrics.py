@@ -56,7 +56,8 @@ def test_a_tables_last_commit_is_its_delta_logs_and_every_family_is_documented(s
     history = delta_store.open_table(path).history(1)[0]
     assert found[("lakehouse_table_version", table)] == delta_store.latest_version(path) == history["version"]
     assert found[("lakehouse_table_last_commit_timestamp_seconds", table)] == history["timestamp"] / 1000
-    assert not any(k[0].startswith("lakehouse_table") and k[1] != table for k in found)  # no other table exists
+    from_logs = ("lakehouse_table_version", "lakehouse_table_last_commit_timestamp_seconds")
+    assert not any(k[0] in from_logs and k[1] != table for k in found)  # no other table exists
     names = {m.name for m in METRICS}
     assert {k[0] for k in found} <= names and all(m.name.startswith("lakehouse_") for m in METRICS)
     assert all(set(dict(k[1])) <= {"job", "table", "problem", "check", "severity"} for k in found)  # no run id, no time

@@ -11,7 +11,7 @@ import copy
 import json
 import re
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -19,48 +19,24 @@ from include.quality import gx_context, run_quality
 from include.quality.suites import quality_tables
 from include.registry import build_registry
 from tests.support.helpers import problems_of, run_cli
-from tests.support.quality_data import NOW, START, assert_fails_only, recorded, write, write_checkpoint
+from tests.support.quality_data import (
+    GOLD,
+    JOB,
+    NOW,
+    SILVER,
+    START,
+    assert_fails_only,
+    make_tables,
+    recorded,
+    silver_events,
+    write,
+)
 
-GOLD = "gold/user_activity_5m"
-SILVER = "silver/clickstream"
-JOB = "gold_user_activity_5m"
 ALL_CHECKS = {"window_size", "window_aligned", "no_future_windows", "keys_not_null", "event_count_positive",
               "values_in_range", "unique_windows", "freshness", "reconciliation"}
 
 
 # ---------------------------------------------------------------------------------------------- data
-
-
-def silver_events(minutes: int, offset: timedelta = timedelta(0), tag: str = "") -> list[dict]:
-    """Two users, one event each every 30 s, for `minutes` from START + offset."""
-    return [{"event_id": f"{user}-{tag}{i}", "user_id": user, "event_type": "click", "value": 1.0,
-             "event_time": START + offset + timedelta(seconds=30 * i), "_source_file": "f", "_ingested_at": START}
-            for i in range(minutes * 2) for user in ("user_a", "user_b")]
-
-
-def windows_of(events: list[dict], watermark: datetime) -> list[dict]:
-    """The finalized 5-minute windows of `events` (what the append-mode job emits)."""
-    cells: dict[tuple, list] = {}
-    for e in events:
-        start = e["event_time"] - timedelta(seconds=int(e["event_time"].timestamp()) % 300)
-        cell = cells.setdefault((start, e["user_id"]), [0, 0.0])
-        cell[0] += 1
-        cell[1] += e["value"]
-    return [{"window_start": s, "window_end": s + timedelta(minutes=5), "user_id": u, "event_count": c,
-             "total_value": v} for (s, u), (c, v) in sorted(cells.items()) if s + timedelta(minutes=5) <= watermark]
-
-
-def make_tables(settings, registry, mutate=None) -> list[dict]:
-    """Silver events for an hour, the gold table the job would emit, and the job's watermark."""
-    events = silver_events(60)
-    watermark = max(e["event_time"] for e in events) - timedelta(minutes=10)
-    write(settings, registry, SILVER, events)
-    rows = windows_of(events, watermark)
-    if mutate:
-        mutate(rows)
-    write(settings, registry, GOLD, rows)
-    write_checkpoint(settings, JOB, watermark)
-    return rows
 
 
 def new_window(user: str | None = "user_a", **values) -> dict:

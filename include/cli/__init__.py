@@ -6,7 +6,8 @@ include/ and spark_jobs/, and none of them imports it; pyspark, Great Expectatio
 - :mod:`.jobs`: `run`, `maintain`, `stop`.
 - :mod:`.demo`: `demo`, with the servers it starts for itself.
 - :mod:`.airflow`: `airflow-setup`, `airflow`, `airflow-history`.
-- :mod:`.reports`: `summary`, `quality`, `health`.
+- :mod:`.reports`: `summary`, `quality`, `health`, `metrics`.
+- :mod:`.monitor`: `monitor`.
 - :mod:`.checkpoints`: `checkpoint`, `state`, `schema`.
 - :mod:`.catalog`: `catalog`, `sql`, `query`.
 - :mod:`.servers`: `kafka`, `storage`, `cluster`.
@@ -20,7 +21,7 @@ import os
 import sys
 from dataclasses import replace
 
-from include.cli import airflow, catalog, cdc, checkpoints, demo, generate, jobs, reports, servers
+from include.cli import airflow, catalog, cdc, checkpoints, demo, generate, jobs, monitor, reports, servers
 from include.cli.catalog import catalog_sync
 from include.cli.command import Command
 from include.cli.demo import broker_for_demo, catalog_for_demo, demo_through_airflow, run_demo, store_for_demo
@@ -36,8 +37,8 @@ __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_fo
 COMMANDS: tuple[Command, ...] = (
     generate.generate, jobs.run, demo.demo, airflow.airflow_setup, airflow.airflow, airflow.airflow_history,
     reports.summary, reports.quality, checkpoints.checkpoint, checkpoints.state, checkpoints.schema, jobs.maintain,
-    reports.health, reports.metrics, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql, catalog.query, servers.storage, servers.cluster,
-    jobs.stop,
+    reports.health, reports.metrics, monitor.monitor, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql,
+    catalog.query, servers.storage, servers.cluster, jobs.stop,
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 DESCRIPTION = (f"The lakehouse's command line: {len(COMMANDS)} commands, each with its help below; "

@@ -60,16 +60,18 @@ def health(settings: Settings, args: argparse.Namespace) -> int:
 def _metrics_arguments(metrics: argparse.ArgumentParser) -> None:
     metrics.add_argument("--serve", action="store_true",
                          help="serve them at http://LAKEHOUSE_METRICS_BIND:LAKEHOUSE_METRICS_PORT/metrics until "
-                              "stopped (what Prometheus scrapes)")
+                              "stopped (what Prometheus scrapes), with Alertmanager's webhook at /alerts")
 
 
 @command("metrics", "the jobs' and tables' metrics in Prometheus' text format (`--serve`: the endpoint to scrape)",
          _metrics_arguments, reports=True)
 def metrics(settings: Settings, args: argparse.Namespace) -> int:
-    from include.ops import metrics as lakehouse_metrics
-
     if args.serve:
-        lakehouse_metrics.serve(settings)
+        from include.monitor.endpoint import serve
+
+        serve(settings)
     else:
-        sys.stdout.write(lakehouse_metrics.exposition(settings))
+        from include.ops.metrics import exposition
+
+        sys.stdout.write(exposition(settings))
     return 0

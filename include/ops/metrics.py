@@ -12,13 +12,16 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
-from prometheus_client import generate_latest, start_http_server
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from include.checkpoints import journal
 from include.ops.health import check_job
 from include.ops.health_report import progress_by_job
+from include.quality.suites import quality_tables
 from include.records.quality_results import RESULTS_TABLE
 from include.registry import Registry, load_registry
 from include.settings import Settings
@@ -63,6 +66,12 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("lakehouse_table_last_commit_timestamp_seconds", "gauge", ("table",),
                "when the table's latest Delta commit was made (its commitInfo's timestamp, epoch seconds)"),
     MetricInfo("lakehouse_table_version", "gauge", ("table",), "the table's latest Delta version"),
+    MetricInfo("lakehouse_table_freshness_goal_seconds", "gauge", ("table",),
+               "the table's freshness goal (its suite's `quality.freshness_lag`; tables with a freshness "
+               "check): `time() - lakehouse_table_last_commit_timestamp_seconds` against it is how stale it is"),
+    MetricInfo("lakehouse_checkpoint_action_pending_seconds", "gauge", ("job", "mode"),
+               "seconds since a checkpoint action naming the job started, while it has not finished (its journal is "
+               "there; the job cannot start): `lakehouse checkpoint resume-action <job>` finishes one left behind"),
     MetricInfo("lakehouse_quality_check_success", "gauge", ("table", "check", "severity"),
                "1 when the check's latest recorded result on the table (`_ops/dq_results`) passed, else 0; severity "
                "`blocking` or `warning`"),
@@ -91,6 +100,7 @@ class LakehouseCollector(Collector):
         families = {m.name: _family(m.name) for m in METRICS}
         _job_samples(self.settings, registry, families)
         _table_samples(self.settings, registry, families)
+        _action_samples(self.settings, families)
         _quality_samples(self.settings, registry, families)
         yield from families.values()
 
@@ -138,6 +148,23 @@ def _table_samples(settings: Settings, registry: Registry, families: dict[str, M
         if commit is not None:
             families["lakehouse_table_version"].add_metric([table], float(commit.version))
             families["lakehouse_table_last_commit_timestamp_seconds"].add_metric([table], commit.timestamp)
+    for table, spec in quality_tables(registry).items():
+        if any(check.name == "freshness" for check in spec.checks):
+            families["lakehouse_table_freshness_goal_seconds"].add_metric([table], float(spec.freshness_lag_seconds))
+
+
+def _action_samples(settings: Settings, families: dict[str, Metric]) -> None:
+    try:
+        actions = journal.pending(settings.layout.checkpoints)
+    except journal.ActionPending as exc:  # an unreadable journal: said, the rest still reported
+        log.warning("metrics: %s", exc)
+        return
+    now = time.time()
+    for action in actions:
+        started = datetime.fromisoformat(action.started_at).timestamp()
+        for job_id in action.targets:
+            families["lakehouse_checkpoint_action_pending_seconds"].add_metric([job_id, action.mode],
+                                                                               max(0.0, now - started))
 
 
 def _quality_samples(settings: Settings, registry: Registry, families: dict[str, Metric]) -> None:
@@ -180,21 +207,3 @@ def exposition(settings: Settings) -> str:
     log.debug("metrics collected in %.2f s", time.monotonic() - started)
     return text
 
-
-def serve(settings: Settings) -> None:
-    """Serve `/metrics` on LAKEHOUSE_METRICS_BIND:LAKEHOUSE_METRICS_PORT in the foreground, until interrupted;
-    ValueError (exit 2, one line) when the port is taken."""
-    bind, port = settings.metrics_bind, settings.metrics_port
-    try:
-        server, thread = start_http_server(port, bind, registry=collector_registry(settings))
-    except OSError as exc:
-        raise ValueError(f"the metrics endpoint cannot listen on {bind}:{port} ({exc.strerror or exc}): free the "
-                         "port, or set LAKEHOUSE_METRICS_PORT") from None
-    log.warning("lakehouse metrics at http://%s:%d/metrics", bind, port)
-    try:
-        while thread.is_alive():
-            thread.join(1.0)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()

@@ -145,6 +145,11 @@ class Layout:
         return self.local / "_cluster"
 
     @property
+    def monitor(self) -> Path:
+        """What `lakehouse monitor up` runs: Prometheus' and Alertmanager's configuration, rules and data, logs."""
+        return self.local / "_monitor"
+
+    @property
     def cdc(self) -> Path:
         """The change data capture `lakehouse cdc up` runs: the local database, the Connect worker (include/cdc)."""
         return self.local / "_cdc"

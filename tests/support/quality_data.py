@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 from deltalake import write_deltalake
@@ -14,6 +14,9 @@ from include.storage import delta as delta_store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+GOLD = "gold/user_activity_5m"
+SILVER = "silver/clickstream"
+JOB = "gold_user_activity_5m"
 
 
 def write(settings, registry, table: str, rows: list[dict]) -> None:
@@ -46,3 +49,35 @@ def assert_fails_only(settings, report, table: str, expected: str) -> None:
     assert {r.expectation for r in report.blocking_failures} == {expected}, report.render()
     assert re.search(rf"FAIL +{table} +{expected}(\(\w+\))? ", report.render()), report.render()
     assert {r["expectation"] for r in recorded(settings, report.run_id) if not r["success"]} == {expected}
+
+
+def silver_events(minutes: int, offset: timedelta = timedelta(0), tag: str = "") -> list[dict]:
+    """Two users, one event each every 30 s, for `minutes` from START + offset."""
+    return [{"event_id": f"{user}-{tag}{i}", "user_id": user, "event_type": "click", "value": 1.0,
+             "event_time": START + offset + timedelta(seconds=30 * i), "_source_file": "f", "_ingested_at": START}
+            for i in range(minutes * 2) for user in ("user_a", "user_b")]
+
+
+def windows_of(events: list[dict], watermark: datetime) -> list[dict]:
+    """The finalized 5-minute windows of `events` (what the append-mode job emits)."""
+    cells: dict[tuple, list] = {}
+    for e in events:
+        start = e["event_time"] - timedelta(seconds=int(e["event_time"].timestamp()) % 300)
+        cell = cells.setdefault((start, e["user_id"]), [0, 0.0])
+        cell[0] += 1
+        cell[1] += e["value"]
+    return [{"window_start": s, "window_end": s + timedelta(minutes=5), "user_id": u, "event_count": c,
+             "total_value": v} for (s, u), (c, v) in sorted(cells.items()) if s + timedelta(minutes=5) <= watermark]
+
+
+def make_tables(settings, registry, mutate=None) -> list[dict]:
+    """Silver events for an hour, the gold table the job would emit, and the job's watermark."""
+    events = silver_events(60)
+    watermark = max(e["event_time"] for e in events) - timedelta(minutes=10)
+    write(settings, registry, SILVER, events)
+    rows = windows_of(events, watermark)
+    if mutate:
+        mutate(rows)
+    write(settings, registry, GOLD, rows)
+    write_checkpoint(settings, JOB, watermark)
+    return rows

@@ -1,0 +1,172 @@
+"""`lakehouse monitor`: the alert rules generated from the registry, checked and unit-tested by Prometheus' own
+`promtool`; alerts raised by a real Prometheus, delivered by a real Alertmanager to the product's webhook and
+recorded in `ops.alerts`, firing and resolved. (A live driver killed and started again: tests/test_supervision.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+
+import pytest
+import yaml
+from deltalake import write_deltalake
+
+from include.monitor import configs, rules, stack, webhook
+from include.quality import run_quality
+from include.registry import build_registry
+from include.storage import delta as delta_store
+from tests.support.helpers import run_cli, wait_for
+from tests.support.monitor import monitoring, prometheus, recorded_alerts, statuses, value
+from tests.support.quality_data import GOLD, JOB, make_tables
+
+CONTRACTS = {"LakehouseJobDown", "LakehouseTableStale", "LakehouseQualityFailing"}
+
+
+def _rule_test(rules_file, interval: int) -> dict:
+    """promtool's unit test of three generated rules (shipped registry): gold_user_activity_5m down from minute 1,
+    gold/user_activity_5m last committed at time 0, a blocking check failing from minute 2."""
+    job = {"severity": "critical", "job": JOB, "lakehouse_group": "clickstream_gold"}
+    threshold = 1200 + 60  # the suite's freshness goal and the gold job's 1-minute trigger
+    stale = {"severity": "warning", "table": GOLD, "job": JOB}
+    failing = {"severity": "critical", "table": GOLD, "job": JOB}
+    notes = {a["alert"]: a["annotations"] for g in yaml.safe_load(rules_file.read_text())["groups"]
+             for a in g["rules"] if a["labels"].get("job") == JOB and a["labels"].get("table") in (None, GOLD)}
+    return {"rule_files": [str(rules_file)], "evaluation_interval": f"{interval}s", "tests": [{
+        "interval": f"{interval}s",
+        "input_series": [
+            {"series": f'lakehouse_job_up{{job="{JOB}"}}', "values": "1x3 0x200"},
+            {"series": f'lakehouse_table_last_commit_timestamp_seconds{{table="{GOLD}"}}', "values": "0x200"},
+            {"series": f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="blocking"}}',
+             "values": "0x7 1x200"},
+            {"series": f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="warning"}}', "values": "3x200"},
+        ],
+        "alert_rule_test": [
+            # down from 45 s; its `for` is the job's 30-s restart backoff: pending at 1 min, firing at 1 min 30 s
+            {"eval_time": "1m", "alertname": "LakehouseJobDown", "exp_alerts": []},
+            {"eval_time": "90s", "alertname": "LakehouseJobDown",
+             "exp_alerts": [{"exp_labels": job, "exp_annotations": notes["LakehouseJobDown"]}]},
+            {"eval_time": "105s", "alertname": "LakehouseQualityFailing", "exp_alerts": []},
+            {"eval_time": "2m", "alertname": "LakehouseQualityFailing",
+             "exp_alerts": [{"exp_labels": failing, "exp_annotations": notes["LakehouseQualityFailing"]}]},
+            {"eval_time": f"{threshold}s", "alertname": "LakehouseTableStale", "exp_alerts": []},
+            {"eval_time": f"{threshold + interval}s", "alertname": "LakehouseTableStale",
+             "exp_alerts": [{"exp_labels": stale, "exp_annotations": notes["LakehouseTableStale"]}]},
+        ],
+    }]}
+
+
+def test_the_rules_generated_from_the_registry_pass_promtool_and_fire_as_its_unit_test_says(settings, registry,
+                                                                                           tmp_path):
+    """Every file `monitor up` writes passes `promtool check` / `amtool check-config` (configs.write runs them);
+    every live job and every live table with a freshness check has its rule, each with its severity, labels and a
+    runbook naming a `lakehouse` command; Prometheus' rule engine (`promtool test rules`) fires three of them when
+    their series say so, and not before."""
+    files = configs.write(settings, registry)
+    generated = [r for g in yaml.safe_load(files.rules.read_text())["groups"] for r in g["rules"]]
+    names = {r["alert"] for r in generated}
+    assert CONTRACTS <= names and names == {a.name for a in rules.ALERTS}
+    live = [j for j in registry.order if registry.jobs[j].live]
+    down = {r["labels"]["job"] for r in generated if r["alert"] == "LakehouseJobDown"}
+    assert live and down == set(live)
+    stale = {r["labels"]["table"] for r in generated if r["alert"] == "LakehouseTableStale"}
+    assert GOLD in stale and "bronze/clickstream" not in stale  # bronze's suite has no freshness check
+    for rule in generated:
+        assert rule["labels"]["severity"] in ("critical", "warning") and "`lakehouse " in rule["annotations"]["runbook"]
+        assert "{" not in rule["annotations"]["runbook"]  # filled per job or table
+    unit = tmp_path / "rules_test.yml"
+    unit.write_text(yaml.safe_dump(_rule_test(files.rules, settings.monitor_interval_seconds)))
+    done = subprocess.run(["promtool", "test", "rules", str(unit)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    broken = tmp_path / "alertmanager.yml"
+    broken.write_text("route: {receiver: nobody}\n")  # a team's file naming a receiver it does not define
+    with pytest.raises(configs.MonitorError, match="amtool check-config"):
+        configs.write(replace(settings, alertmanager_config=broken), registry)
+
+
+def test_a_notification_is_recorded_once_per_alert_and_status_and_a_bad_one_is_refused(settings):
+    firing = {"fingerprint": "f1", "startsAt": "2026-12-07T10:00:00.123456789Z", "endsAt": "0001-01-01T00:00:00Z",
+              "status": "firing", "labels": {"alertname": "LakehouseTableStale", "table": GOLD, "job": JOB,
+                                             "severity": "warning"},
+              "annotations": {"summary": f"{GOLD} is stale", "runbook": "`lakehouse health`"}}
+    assert webhook.record(settings, {"alerts": [firing]}) == 1
+    assert webhook.record(settings, {"alerts": [firing]}) == 0  # sent again (repeat_interval): nothing new
+    resolved = {**firing, "status": "resolved", "endsAt": "2026-12-07T10:05:00Z"}
+    assert webhook.record(settings, {"alerts": [resolved, firing]}) == 1
+    rows = recorded_alerts(settings)
+    assert [(r["status"], r["table_name"], r["job"], r["severity"]) for r in rows] == [
+        ("firing", GOLD, JOB, "warning"), ("resolved", GOLD, JOB, "warning")]
+    assert rows[0]["raised_at"].isoformat() == "2026-12-07T10:00:00.123456+00:00"
+    assert rows[1]["raised_at"].isoformat() == "2026-12-07T10:05:00+00:00"
+    assert rows[0]["reason"] == f"LakehouseTableStale firing: {GOLD} is stale. Runbook: `lakehouse health`"
+    for bad, said in (([],"a list of `alerts`"), ({"alerts": [{"status": "firing"}]}, "without a readable 'labels'"),
+                      ({"alerts": [{**firing, "status": "gone"}]}, "neither firing nor resolved")):
+        with pytest.raises(webhook.BadNotification, match=said):
+            webhook.record(settings, bad)
+    assert len(recorded_alerts(settings)) == 2
+
+
+def _gold_alone_live(raw: dict, path) -> object:
+    """The registry with gold_user_activity_5m the only live job: a 1-s trigger, a 1-s backoff, an 8-s freshness goal (longer than
+    Alertmanager's 4-s group interval here: a commit keeps the table fresh until its resolution is sent)."""
+    for job_id, job in raw["jobs"].items():
+        job["live"] = job_id == JOB
+    raw["jobs"][JOB]["triggers"] = {"live": "processing-time=1 second"}
+    raw["jobs"][JOB]["supervision"] = {"backoff_seconds": 1}  # the job-down alert's `for`: 2 intervals then
+    # a goal the synthetic windows (10 minutes behind silver) miss: a warning here, so that only the duplicate below
+    # fails the suite
+    raw["jobs"][JOB]["quality"] = {"freshness_lag": "8 seconds", "severity": {"freshness": "warning"}}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return build_registry(raw, path)
+
+
+@pytest.mark.timeout(300)
+def test_stale_and_failing_tables_page_through_prometheus_and_alertmanager_and_resolve(settings, raw, tmp_path,
+                                                                                        lakehouse_env):
+    """A gold table past its freshness goal, then a duplicate row its validation finds: each alert fires in Prometheus,
+    reaches the product's webhook through Alertmanager (`ops.alerts`), and resolves when a commit and a clean
+    validation come. Prometheus' targets are up and its samples equal the table's Delta log."""
+    path = tmp_path / "jobs.yaml"
+    registry = _gold_alone_live(raw, path)
+    settings = replace(settings, registry_path=path)
+    make_tables(settings, registry)
+    assert run_quality(settings, registry, [GOLD]).blocking_failures == []
+    with monitoring(settings) as watched:
+        env = {**lakehouse_env, "LAKEHOUSE_REGISTRY": str(path),
+               "LAKEHOUSE_PROMETHEUS_PORT": str(watched.prometheus_port),
+               "LAKEHOUSE_ALERTMANAGER_PORT": str(watched.alertmanager_port),
+               "LAKEHOUSE_METRICS_PORT": str(watched.metrics_port)}
+        shown = run_cli(["monitor", "status", "--json"], env, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["up"] and status["prometheus_url"].endswith(str(watched.prometheus_port))
+        assert {"alertmanager_url", "metrics_url"} <= set(status)
+        # no live driver runs: the endpoint is the one target, up from its first scrape
+        wait_for(lambda: [t["health"] for t in prometheus(watched, "/api/v1/targets")["activeTargets"]] == ["up"], 30,
+                 lambda: f"the endpoint up in Prometheus' targets: {prometheus(watched, '/api/v1/targets')}")
+
+        # the gold job is not running and its table had no commit since it was made, 8 s + 1 s ago at least
+        wait_for(lambda: statuses(watched, "LakehouseTableStale", table_name=GOLD) == ["firing"], 60,
+                 lambda: f"the stale alert in ops.alerts: {recorded_alerts(watched)}")
+        wait_for(lambda: statuses(watched, "LakehouseJobDown", job=JOB) == ["firing"], 60, "the job-down alert")
+        table = settings.layout.table(GOLD)
+        version = delta_store.latest_version(table)
+        assert list(value(watched, f'lakehouse_table_version{{table="{GOLD}"}}').values()) == [version]
+
+        # a duplicate row, committed: the table is fresh again, and its validation fails
+        clean = delta_store.read_table(table, version=version)
+        write_deltalake(str(table), clean.slice(0, 1), mode="append")
+        report = run_quality(settings, registry, [GOLD])
+        assert "unique_windows" in {r.expectation for r in report.blocking_failures}, report.render()
+        wait_for(lambda: statuses(watched, "LakehouseQualityFailing", table_name=GOLD) == ["firing"], 60,
+                 lambda: f"the quality alert in ops.alerts: {recorded_alerts(watched)}")
+        wait_for(lambda: statuses(watched, "LakehouseTableStale", table_name=GOLD)[:2] == ["firing", "resolved"],
+                 60, "the stale alert resolved by the commit")
+
+        # the duplicate removed and the table validated again whole: resolved
+        write_deltalake(str(table), clean, mode="overwrite")
+        assert run_quality(settings, registry, [GOLD], full=True).blocking_failures == []
+        wait_for(lambda: statuses(watched, "LakehouseQualityFailing", table_name=GOLD) == ["firing", "resolved"],
+                 60, "the quality alert resolved")
+    assert not stack.status(watched)["up"]
