@@ -138,6 +138,11 @@ SETTINGS: tuple[Setting, ...] = (
             meaning="driver memory of every driver (spark-submit's too), unless the registry's "
                     "`resources.driver_memory` says"),
     Setting("LAKEHOUSE_SPARK_UI", "spark_ui", Kind.FLAG, "0", meaning="`1` enables the Spark UI"),
+    Setting("LAKEHOUSE_DRIVER_METRICS", "driver_metrics", Kind.FLAG, "1",
+            meaning="`1`: each live driver serves its Spark metrics for Prometheus (Spark's UI on a free port, its "
+                    "`PrometheusServlet` at `/metrics/prometheus`, each query's streaming metrics, names under the "
+                    "namespace `lakehouse`), recorded in its jobs' heartbeats, which `lakehouse monitor`'s Prometheus "
+                    "discovers; `0`: off (the UI stays as LAKEHOUSE_SPARK_UI says)"),
     Setting("LAKEHOUSE_SPARK_JAVA_OPTIONS", "spark_java_options", Kind.TEXT, "",
             meaning="more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of "
                     "short runs)"),
@@ -255,6 +260,7 @@ class Settings:
     spark_master: str
     spark_driver_memory: str
     spark_ui: bool
+    driver_metrics: bool  # live drivers serve Spark's PrometheusServlet (include/spark_session.py)
     log_level: str
     spark_log_level: str
     stop_grace_seconds: float

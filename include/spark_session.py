@@ -79,10 +79,12 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiered", read_only: bool = False):
+def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiered", read_only: bool = False,
+              live: bool = False):
     """The SparkSession for this process, created once, with Delta Lake (jars from the project's cache); `jit`: the
     JIT compilers of the driver's JVM when this process starts it (ResourcesSpec.jit); `read_only`: every statement
-    that would change a table or the catalog refused (`lakehouse query`; READ_ONLY_EXTENSION)."""
+    that would change a table or the catalog refused (`lakehouse query`; READ_ONLY_EXTENSION); `live`: a live
+    driver's, serving its metrics unless LAKEHOUSE_DRIVER_METRICS is off (driver_metrics_confs)."""
     from pyspark.sql import SparkSession
 
     # Python workers (pandas UDFs) must run this interpreter, which has the project's packages.
@@ -102,6 +104,8 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
     confs = lakehouse_confs(settings)
     if read_only:
         confs["spark.sql.extensions"] += f",{READ_ONLY_EXTENSION}"
+    if live and settings.driver_metrics:
+        confs |= driver_metrics_confs()
     for key, value in confs.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -117,6 +121,36 @@ def get_spark(settings: Settings, app_name: str = "lakehouse", jit: str = "tiere
                         f"spark-submit --jars {listed} ... (the DAGs do)")
     register_functions(spark)
     return spark
+
+
+METRICS_NAMESPACE = "lakehouse"  # spark.metrics.namespace: metric names without the application's id
+PROMETHEUS_SERVLET_PATH = "/metrics/prometheus"
+PROMETHEUS_SINK = "spark.metrics.conf.*.sink.prometheusServlet"
+
+
+def driver_metrics_confs() -> dict[str, str]:
+    """A live driver's Spark metrics for Prometheus: the UI on a free port (drivers share a host), its
+    PrometheusServlet, the streaming queries' metrics (input and processing rates, latency, watermark, state rows
+    and bytes, named by the query: the job id), a stable namespace; the UI keeps little history (a long-lived driver's
+    memory)."""
+    sink = PROMETHEUS_SINK
+    return {
+        "spark.ui.enabled": "true", "spark.ui.port": "0",
+        f"{sink}.class": "org.apache.spark.metrics.sink.PrometheusServlet", f"{sink}.path": PROMETHEUS_SERVLET_PATH,
+        "spark.metrics.namespace": METRICS_NAMESPACE, "spark.sql.streaming.metricsEnabled": "true",
+        "spark.ui.retainedJobs": "100", "spark.ui.retainedStages": "100", "spark.ui.retainedTasks": "10000",
+        "spark.sql.ui.retainedExecutions": "50", "spark.sql.streaming.ui.retainedProgressUpdates": "60",
+        "spark.sql.streaming.ui.retainedQueries": "50",
+    }
+
+
+def driver_metrics_url(spark) -> str | None:
+    """Where this driver serves its Prometheus metrics (its UI's address and the servlet's path); None when it does
+    not (not a live driver, LAKEHOUSE_DRIVER_METRICS off)."""
+    context = spark.sparkContext
+    if context.getConf().get(f"{PROMETHEUS_SINK}.class") is None or not context.uiWebUrl:
+        return None
+    return f"{context.uiWebUrl.rstrip('/')}{PROMETHEUS_SERVLET_PATH}"
 
 
 def lakehouse_confs(settings: Settings) -> dict[str, str]:

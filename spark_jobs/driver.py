@@ -43,14 +43,15 @@ def shield_jvm_from_stop_signals(spark) -> None:
 class SharedDriver:
     """The run's SparkSession, started when the first job gets past its checks (a refusal costs no JVM)."""
 
-    def __init__(self, settings: Settings, jit: str = "tiered"):
+    def __init__(self, settings: Settings, jit: str = "tiered", live: bool = False):
         self.settings, self.jit = settings, jit  # jit: the JVM's compilers, when this process starts it
+        self.live = live  # a live driver's session serves its metrics (include/spark_session.py)
         self.spark = None
         self.stop = threading.Event()  # replaced by the SIGTERM / SIGINT handler once the driver runs
 
     def session(self, app_name: str):
         if self.spark is None:
-            self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit)
+            self.spark = get_spark(self.settings, app_name=app_name, jit=self.jit, live=self.live)
             shield_jvm_from_stop_signals(self.spark)
             self.stop = install_stop_handler()  # after the SparkContext, whose own SIGINT handler it replaces
         return self.spark

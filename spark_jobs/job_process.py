@@ -67,14 +67,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             if args.shuffle_partitions is not None:
                 raise ValueError("--shuffle-partitions applies to one job: run the jobs one at a time")
             return run_group(settings, registry, args.group, None if args.trigger is None else trigger,
-                             SharedDriver(settings, registry.resources(args.group).jit(live=True)))
+                             SharedDriver(settings, registry.resources(args.group).jit(live=True), live=True))
         args.jobs = members
     jobs = [registry.job(j) for j in dict.fromkeys(args.jobs)]
     if len(jobs) > 1:
         jobs = [registry.job(j) for j in registry.order if j in {job.id for job in jobs}]
         refuse_a_shared_driver(jobs, args)
     live = args.trigger is not None and not args.trigger.available_now
-    driver = SharedDriver(settings, registry.resources(jobs[0].id).jit(live))
+    driver = SharedDriver(settings, registry.resources(jobs[0].id).jit(live), live=live)
     if args.outcomes:
         run_outcomes.clear(args.outcomes)
     outcomes: dict[str, run_outcomes.Outcome] = {}

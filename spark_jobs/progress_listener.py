@@ -94,22 +94,26 @@ class ProgressRecorder(StreamingQueryListener):
         self._jobs: dict[str, str] = {}  # query id -> job: idle events carry no query name
         self._triggers: dict[str, str | None] = {}  # job -> its run's trigger, recorded with each batch
         self._memory: dict[str, int | None] = {}  # job -> the memory its state lives in (the health check's measure)
+        self._metrics_urls: dict[str, str | None] = {}  # job -> where its driver serves Spark's Prometheus metrics
         self._terminated: set[str] = set()  # run ids: a query id comes back with every run of its checkpoint
         self._totals: dict[str, list[int]] = {}  # run id -> [batches, input rows]
         self._batch_starts: dict[str, str] = {}  # run id -> its last batch's start (Spark's progress timestamp)
         self._lock = threading.Condition()
 
-    def track(self, job_id: str, settings: Settings, trigger: str | None = None, memory_bytes: int | None = None) -> None:
+    def track(self, job_id: str, settings: Settings, trigger: str | None = None, memory_bytes: int | None = None,
+              metrics_url: str | None = None) -> None:
         self._settings[job_id] = settings
         self._triggers[job_id] = trigger
         self._memory[job_id] = memory_bytes
+        self._metrics_urls[job_id] = metrics_url
 
     def onQueryStarted(self, event) -> None:
         if event.name not in self._settings:
             return  # a query this process does not run as a job (e.g. a benchmark's)
         self._jobs[str(event.id)] = event.name
         write_heartbeat(self._settings[event.name], event.name, status="started", query_id=str(event.id),
-                        run_id=str(event.runId), memory_bytes=self._memory.get(event.name))
+                        run_id=str(event.runId), memory_bytes=self._memory.get(event.name),
+                        metrics_url=self._metrics_urls.get(event.name))
 
     def onQueryProgress(self, event) -> None:
         progress = event.progress
@@ -135,6 +139,7 @@ class ProgressRecorder(StreamingQueryListener):
                 num_input_rows=row["num_input_rows"],
                 state_rows_total=row["state_rows_total"],
                 memory_bytes=self._memory.get(progress.name),
+                metrics_url=self._metrics_urls.get(progress.name),
             )
             log.info(
                 "job=%s batch=%s input_rows=%s duration_ms=%s watermark=%s state_rows=%s",

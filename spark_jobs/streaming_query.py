@@ -31,7 +31,7 @@ from include.records import job_requests, lease
 from include.records.heartbeats import write_heartbeat
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
-from include.spark_session import session_confs
+from include.spark_session import driver_metrics_url, session_confs
 from spark_jobs.batch_writer import make_batch_writer
 from spark_jobs.delta_tables import ensure_job_tables
 from spark_jobs.evolution import (
@@ -129,7 +129,7 @@ def _run_with_lease(run: QueryRun) -> RunResult:
     settings, job = run.settings, run.job
     configure_session(run.spark, job, run.start.partitions, run.trigger)
     recorder = recorder_for(run.spark)
-    recorder.track(job.id, settings, str(run.trigger), state_memory_bytes(run.spark))
+    recorder.track(job.id, settings, str(run.trigger), state_memory_bytes(run.spark), driver_metrics_url(run.spark))
     written: Counter = Counter()  # rows out per table, over this run's batches
     started = time.monotonic()
     query = _start_query(run, written)

@@ -26,7 +26,7 @@ from include.registry.operations import jvm_memory_bytes
 from include.settings import load_settings
 from include.storage import delta as delta_store
 from tests.support.helpers import generate, landed, run_cli, wait_for
-from tests.support.monitor import monitoring, recorded_alerts, statuses
+from tests.support.monitor import monitoring, prometheus, recorded_alerts, statuses
 from tests.support.monitor import value as sampled
 
 JOB = "bronze_clickstream"
@@ -137,6 +137,13 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     with monitoring(settings) as watched:
         up = f'lakehouse_job_up{{job="{JOB}"}}'
         wait_for(lambda: list(sampled(watched, up).values()) == [1.0], 30, "Prometheus to see the job up")
+        # the driver found through the heartbeat's address (file-based discovery): its own Spark metrics scraped
+        wait_for(lambda: sorted((t["labels"]["job"], t["labels"].get("lakehouse_driver"), t["health"])
+                                for t in prometheus(watched, "/api/v1/targets")["activeTargets"])
+                 == [("lakehouse", None, "up"), ("spark_drivers", JOB, "up")], 30,
+                 lambda: f"the endpoint and the driver up: {prometheus(watched, '/api/v1/targets')}")
+        rate = f"metrics_lakehouse_driver_spark_streaming_{JOB}_inputRate_total_Value"
+        wait_for(lambda: sampled(watched, rate), 30, "the query's streaming metrics from the driver")
         restarted_group = os.getsid(restarted.pid)
         os.killpg(restarted_group, signal.SIGKILL)
         processes.LAUNCHED[restarted_group].wait(timeout=30)

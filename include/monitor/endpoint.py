@@ -1,6 +1,7 @@
 """The lakehouse's HTTP endpoint (`lakehouse metrics --serve`, started by `lakehouse monitor up`): `GET /metrics`,
-the metrics Prometheus scrapes (include/ops/metrics.py, read at each scrape), and `POST /alerts`, the webhook
-Alertmanager delivers alerts to (include/monitor/webhook.py: rows of `ops.alerts`)."""
+the metrics Prometheus scrapes (include/ops/metrics.py, read at each scrape; each scrape also writes the live drivers
+Prometheus discovers: include/monitor/drivers.py), and `POST /alerts`, the webhook Alertmanager delivers alerts to
+(include/monitor/webhook.py: rows of `ops.alerts`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from include.monitor import webhook
-from include.monitor.configs import WEBHOOK_PATH
+from include.monitor.configs import WEBHOOK_PATH, MonitorFiles
+from include.monitor.drivers import write_targets
 from include.ops.metrics import exposition
+from include.registry import load_registry
 from include.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,6 +27,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024  # Alertmanager's notifications are kilobytes
 
 def _handler(settings: Settings) -> type[BaseHTTPRequestHandler]:
     recording = threading.Lock()  # one notification recorded at a time: a repeated alert is seen as recorded
+    targets = MonitorFiles(settings.layout.monitor).drivers_targets
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -31,6 +35,8 @@ def _handler(settings: Settings) -> type[BaseHTTPRequestHandler]:
                 self._reply(HTTPStatus.NOT_FOUND, "not found: GET /metrics, POST /alerts\n")
                 return
             try:
+                if targets.parent.is_dir():  # `lakehouse monitor up` made it: its Prometheus discovers the drivers
+                    write_targets(settings, load_registry(settings.registry_path), targets)
                 body = exposition(settings)
             except Exception as exc:  # the scrape fails (Prometheus' `up` says so); the endpoint stays
                 log.exception("metrics scrape failed")
