@@ -1,11 +1,12 @@
-# One image for Airflow, Spark, the S3 server and the Kafka Connect worker: Python 3.11, Java 17, the pinned requirements
-# (and SeaweedFS's `weed`, pinned by hash), this project and Delta Lake's, Spark's Kafka connector's and Hadoop's S3A
-# JVM jars (the same pinned artifacts as include/jars/pom.xml) in LAKEHOUSE_JARS_DIR, Kafka Connect's and Debezium's
-# (include/jars/kafka-connect.pom.xml) in LAKEHOUSE_CONNECT_JARS_DIR.
+# One image for Airflow, Spark, the S3 server, the Kafka Connect worker and the monitoring: Python 3.11, Java 17,
+# Debian's Prometheus and Alertmanager, the pinned requirements (and SeaweedFS's `weed`, pinned by hash), this project
+# and Delta Lake's, Spark's Kafka connector's and Hadoop's S3A JVM jars (the same pinned artifacts as
+# include/jars/pom.xml) in LAKEHOUSE_JARS_DIR, Kafka Connect's and Debezium's (include/jars/kafka-connect.pom.xml) in
+# LAKEHOUSE_CONNECT_JARS_DIR.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps curl \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps curl prometheus prometheus-alertmanager \
     && rm -rf /var/lib/apt/lists/*
 
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \

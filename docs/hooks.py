@@ -8,7 +8,8 @@ A page asks for a generated part with a marker line, `<!-- generated: NAME -->`,
   lists them), with what it means where the code says it (the spec dataclasses' field comments), its default and
   the values it takes (`include/registry/vocabulary.py` and the catalogues);
 - `processors`, `quality-checks`, `column-types`: the registry's catalogues;
-- `metrics`: every metric family of `lakehouse metrics`, from `include.ops.metrics.METRICS`.
+- `metrics`: every metric family of `lakehouse metrics`, from `include.ops.metrics.METRICS`;
+- `alerts`: every alert `lakehouse monitor` generates rules for, from `include.monitor.rules.ALERTS`.
 - `storage-layout`: the map of `include/storage/layout.py`'s docstring; `packages`: each package's docstring.
 
 What the code does not say about a key is said once, in the registry (`include/registry/reference.py`: its
@@ -549,6 +550,14 @@ def metrics_reference() -> str:
     return "\n".join(rows) + "\n"
 
 
+def alerts_reference() -> str:
+    from include.monitor.rules import reference_rows
+
+    rows = ["| alert | about | severity | fires when | for | runbook |", "|---|---|---|---|---|---|"]
+    rows += ["| " + " | ".join(row) + " |" for row in reference_rows(cell)]
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "storage-layout": storage_layout,
     "packages": packages,
@@ -559,4 +568,5 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "quality-checks": quality_checks_reference,
     "column-types": column_types_reference,
     "metrics": metrics_reference,
+    "alerts": alerts_reference,
 }

@@ -81,6 +81,8 @@ def cluster(tmp_path_factory):
            "LAKEHOUSE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port_pair()}", "LAKEHOUSE_SQL_PORT": str(free_ports(1)),
            "LAKEHOUSE_CDC_POSTGRES_PORT": str(free_ports(1)), "LAKEHOUSE_CONNECT_URL": f"http://127.0.0.1:{free_ports(1)}",
            "LAKEHOUSE_CLUSTER_PORTS": f"{free_ports(1)},{free_ports(1)},{free_ports(3)},{free_ports(1)}",
+           "LAKEHOUSE_METRICS_PORT": str(free_ports(1)), "LAKEHOUSE_PROMETHEUS_PORT": str(free_ports(1)),
+           "LAKEHOUSE_ALERTMANAGER_PORT": str(free_ports(1)),
            # the runs here are the tests' own: a DAG they unpause must not add its hourly run when the module spans the
            # top of an hour (it took the cluster's cores for minutes: a test waiting for them used 261 s of its 300)
            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}
@@ -200,7 +202,9 @@ def test_every_part_answers_and_up_again_changes_nothing(cluster):
     assert all(part["restarts"] == 0 for name, part in info["parts"].items() if name.startswith("airflow-"))
     assert set(info["parts"]) == {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
                                   "airflow-triggerer", "airflow-history", "spark-master", "spark-worker-1", "spark-worker-2",
-                                  "kafka", "catalog", "cdc"}
+                                  "kafka", "catalog", "cdc", "monitor"}
+    assert info["prometheus_url"] == f"http://127.0.0.1:{cluster.env['LAKEHOUSE_PROMETHEUS_PORT']}"
+    assert info["metrics_url"] == f"http://127.0.0.1:{cluster.env['LAKEHOUSE_METRICS_PORT']}/metrics"
     assert info["catalog"]["up"] and info["catalog"]["uri"] == cluster.env["LAKEHOUSE_METASTORE_URI"]
     assert info["catalog"]["backend"] == f"postgresql (127.0.0.1:{cluster.topology.ports.postgres}/metastore)", info
     assert info["storage"] == {"endpoint": cluster.settings.s3.endpoint, "root": cluster.settings.root.uri, "up": True}
@@ -280,7 +284,7 @@ def test_a_backfill_triggered_through_the_api_runs_on_the_master_through_faults(
     # The executors wrote the bucket: nothing of the lakehouse is on this machine's disk
     local = cluster.settings.local
     assert {p.name for p in local.iterdir()} <= {"_cluster", "_kafka", "_s3", "_catalog", "_work", "_spark_warehouse",
-                                                  "_cdc"}, \
+                                                  "_cdc", "_monitor"}, \
         list(local.iterdir())  # the servers' own files, the quality run's working copy of its report
     assert not [p for p in local.rglob("_delta_log")] and not [p for p in local.rglob("*.parquet")]
     assert cluster.settings.layout.checkpoint("gold_user_activity_5m").uri.startswith("s3a://")

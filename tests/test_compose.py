@@ -256,3 +256,23 @@ def test_the_cdc_services_run_the_chain_as_lakehouse_cdc_does():
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "LAKEHOUSE_CONNECT_JARS_DIR=/opt/lakehouse/connect" in dockerfile
     assert "-f /tmp/kafka-connect.pom.xml dependency:copy-dependencies -DincludeScope=runtime" in dockerfile
+
+
+def test_the_monitor_service_runs_what_lakehouse_monitor_runs_on_the_settings_ports():
+    """`lakehouse monitor serve` in the image (Debian's prometheus and prometheus-alertmanager installed as the
+    bootstrap installs them), listening beyond the container on the ports the settings default to, its data kept."""
+    from include.settings import SETTINGS
+
+    monitor = load_compose()["services"]["monitor"]
+    assert monitor["command"] == ["lakehouse", "monitor", "serve"]
+    assert monitor["environment"]["LAKEHOUSE_METRICS_BIND"] == "0.0.0.0"
+    assert monitor["environment"]["LAKEHOUSE_ROOT"] == load_compose()["services"]["airflow-scheduler"]["environment"][
+        "LAKEHOUSE_ROOT"]  # the lakehouse the drivers write: their heartbeats say where each one is
+    defaults = {s.name: s.default for s in SETTINGS}
+    ports = [defaults[name] for name in ("LAKEHOUSE_PROMETHEUS_PORT", "LAKEHOUSE_ALERTMANAGER_PORT",
+                                         "LAKEHOUSE_METRICS_PORT")]
+    assert monitor["ports"] == [f"{port}:{port}" for port in ports]
+    assert monitor["volumes"] == ["monitor-data:/opt/lakehouse/local/_monitor"]
+    assert monitor["environment"]["LAKEHOUSE_LOCAL_DIR"] == "/opt/lakehouse/local"
+    assert "prometheus prometheus-alertmanager" in (REPO / "Dockerfile").read_text()
+    assert "prometheus prometheus-alertmanager" in (REPO / "Makefile").read_text()

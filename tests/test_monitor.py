@@ -5,6 +5,8 @@ recorded in `ops.alerts`, firing and resolved. (A live driver killed and started
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
 from dataclasses import replace
 
@@ -12,11 +14,13 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
+from include.daemons import free_port_block
 from include.monitor import configs, rules, stack, webhook
+from include.ops import health_report
 from include.quality import run_quality
 from include.registry import build_registry
 from include.storage import delta as delta_store
-from tests.support.helpers import run_cli, wait_for
+from tests.support.helpers import LAKEHOUSE, REPO, run_cli, wait_for
 from tests.support.monitor import monitoring, prometheus, recorded_alerts, statuses, value
 from tests.support.quality_data import GOLD, JOB, make_tables
 
@@ -170,3 +174,38 @@ def test_stale_and_failing_tables_page_through_prometheus_and_alertmanager_and_r
         wait_for(lambda: statuses(watched, "LakehouseQualityFailing", table_name=GOLD) == ["firing", "resolved"],
                  60, "the quality alert resolved")
     assert not stack.status(watched)["up"]
+    page = health_report.build(watched, registry).read_text()  # the pipeline-health report shows them too
+    assert f"LakehouseQualityFailing resolved: {GOLD}" in page and "firing, not resolved since: " in page
+    assert f"LakehouseQualityFailing ({GOLD})" not in page.split("firing, not resolved since: ")[1].split("</p>")[0]
+
+
+def test_serve_runs_until_terminated_and_a_taken_port_is_named_with_its_setting(settings, lakehouse_env):
+    """`monitor serve` (the compose service's command) starts the parts, stays, and stops them on SIGTERM (exit 0);
+    `monitor up` with Prometheus' port taken says so in one line naming LAKEHOUSE_PROMETHEUS_PORT (exit 1)."""
+    port = free_port_block([0, 1, 2])
+    env = {**lakehouse_env, "LAKEHOUSE_METRICS_PORT": str(port), "LAKEHOUSE_PROMETHEUS_PORT": str(port + 1),
+           "LAKEHOUSE_ALERTMANAGER_PORT": str(port + 2)}
+    own = replace(settings, metrics_port=port, prometheus_port=port + 1, alertmanager_port=port + 2)
+    serving = subprocess.Popen(LAKEHOUSE + ["monitor", "serve"], env=env, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: stack.status(own)["up"], 60, "the parts `monitor serve` starts")
+        serving.send_signal(signal.SIGTERM)
+        assert serving.wait(timeout=60) == 0
+    finally:
+        if serving.poll() is None:
+            serving.kill()
+    assert "ended: stopped by a signal" in serving.stderr.read()
+    assert not any(part["answers"] or part["pid"] for part in stack.status(own)["parts"].values())
+
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # Prometheus' connections may linger (TIME_WAIT)
+        holder.bind(("127.0.0.1", port + 1))
+        holder.listen()
+        taken = run_cli(["monitor", "up"], env, timeout=120)
+    try:
+        assert taken.returncode == 1
+        assert taken.stderr.strip().splitlines()[-1] == (
+            f"lakehouse monitor up: port {port + 1} on 127.0.0.1 is taken by another program (prometheus's): free it, "
+            "or set LAKEHOUSE_PROMETHEUS_PORT"), taken.stderr
+    finally:
+        run_cli(["monitor", "down"], env, timeout=120)

@@ -18,7 +18,9 @@ def _monitor_arguments(monitor: argparse.ArgumentParser) -> None:
                           "them (promtool, amtool), start the metrics endpoint, Alertmanager and Prometheus in the "
                           "background (what answers already reloads them), wait until each answers",
                        down="stop what `monitor up` started; the samples and silences stay",
-                       status="each part, its address and whether it answers")
+                       status="each part, its address and whether it answers",
+                       more={"serve": "`up`, then stay in the foreground until stopped (SIGTERM, Ctrl-C) or a part "
+                                      "dies, then `down` (a container's command)"})
 
 
 @command("monitor", "Prometheus and Alertmanager on the lakehouse's metrics, with alert rules generated from the "
@@ -29,6 +31,10 @@ def monitor(settings: Settings, args: argparse.Namespace) -> int:
             sys.stdout.write("\n".join(stack.up(settings)) + "\n")
         elif args.monitor_command == "down":
             sys.stdout.write("\n".join(stack.down(settings)) + "\n")
+        elif args.monitor_command == "serve":
+            why = stack.serve(settings)
+            sys.stderr.write(f"lakehouse monitor serve: ended: {why}\n")
+            return 0 if why == stack.STOPPED else 1
         else:
             info = stack.status(settings)
             return print_status(info, args.json, stack.render(info))

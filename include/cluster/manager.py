@@ -18,6 +18,8 @@ from include.cluster.postgres import ClusterError
 from include.cluster.topology import AIRFLOW_USER, HOST, POSTGRES_DATABASE, POSTGRES_USER, Topology, topology
 from include.daemons import port_taken
 from include.kafka import broker
+from include.monitor import stack as monitor
+from include.monitor.configs import MonitorError
 from include.objectstore import server
 from include.registry import load_registry
 from include.settings import Settings
@@ -90,6 +92,7 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
         _up_cdc(started)
         _up_spark(started)
         _up_airflow(started)
+        _up_monitor(started)
     except Exception:
         _stop(top, settings, started.parts)
         raise
@@ -97,7 +100,8 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
              "kafka_started": kafka_started or bool(recorded and recorded.get("kafka_started")),
              "storage_started": "s3" in started.parts or bool(recorded and recorded.get("storage_started")),
              "catalog_started": "catalog" in started.parts or bool(recorded and recorded.get("catalog_started")),
-             "cdc_started": "cdc" in started.parts or bool(recorded and recorded.get("cdc_started"))}
+             "cdc_started": "cdc" in started.parts or bool(recorded and recorded.get("cdc_started")),
+             "monitor_started": "monitor" in started.parts or bool(recorded and recorded.get("monitor_started"))}
     top.state_file.write_text(json.dumps(state, indent=2) + "\n")
     info = status(settings)
     return [f"cluster up ({', '.join(started.parts) or 'everything was already running'} started)",
@@ -105,7 +109,8 @@ def up(settings: Settings, workers: int = 2, storage: str | None = None) -> list
             f"Spark master: {info['spark_master']}  (UI {info['spark_master_ui']}, {workers} workers)",
             f"PostgreSQL: {HOST}:{top.ports.postgres} database {POSTGRES_DATABASE}",
             f"catalog: {info['catalog']['uri']} ({info['catalog']['backend']})",
-            f"Kafka: {info['kafka_bootstrap']}", f"lakehouse: {settings.root}"
+            f"Kafka: {info['kafka_bootstrap']}", f"Prometheus: {info['prometheus_url']}  (Alertmanager "
+            f"{info['alertmanager_url']}, metrics {info['metrics_url']})", f"lakehouse: {settings.root}"
             + (f" (S3 at {settings.s3.endpoint or 'AWS'})" if storage == "s3" else ""), f"logs: {top.logs}"]
 
 
@@ -193,6 +198,17 @@ def _up_cdc(started: Started) -> None:
         started.parts.append("cdc")
 
 
+def _up_monitor(started: Started) -> None:
+    """Prometheus and Alertmanager on the lakehouse's metrics (`lakehouse monitor up`): a part of the cluster when
+    this call started its endpoint."""
+    try:
+        lines = monitor.up(started.settings)
+    except MonitorError as exc:
+        raise ClusterError(f"monitor: {exc}") from exc
+    if not lines[0].startswith(f"{monitor.ENDPOINT.name}: already answers"):
+        started.parts.append("monitor")
+
+
 def _up_spark(started: Started) -> None:
     top = started.top
     master = spark_standalone.master_daemon(top)
@@ -240,11 +256,11 @@ def _up_airflow(started: Started) -> None:
 
 
 def down(settings: Settings) -> list[str]:
-    """Stop every part, Airflow first (no new tasks), then Spark, the CDC chain (when `up` started it), Kafka (likewise),
+    """Stop every part, the monitoring and Airflow first (no new tasks), then Spark, the CDC chain (when `up` started it), Kafka (likewise),
     PostgreSQL last. Data stays: the lakehouse, PostgreSQL's data, the broker's topics, the replication slots."""
     top = topology(settings)
     state = read_state(top) or {}
-    parts = [f"airflow-{c}" for c in airflow_services.COMPONENTS]
+    parts = (["monitor"] if state.get("monitor_started") else []) + [f"airflow-{c}" for c in airflow_services.COMPONENTS]
     parts += [f"spark-worker-{n}" for n in range(1, int(state.get("workers") or _recorded_workers(top)) + 1)]
     parts += ["spark-master"] + (["catalog"] if state.get("catalog_started") else [])
     parts += ["cdc"] if state.get("cdc_started") else []
@@ -262,12 +278,14 @@ def _recorded_workers(top: Topology) -> int:
 
 def _stop(top: Topology, settings: Settings, parts: list[str]) -> list[str]:
     """Stop `parts` in the cluster's stop order; the ones that ran."""
-    order = ([f"airflow-{c}" for c in ("history", "scheduler", "triggerer", "dag-processor", "api-server")]
+    order = (["monitor"] + [f"airflow-{c}" for c in ("history", "scheduler", "triggerer", "dag-processor", "api-server")]
              + sorted((p for p in parts if p.startswith("spark-worker-")), reverse=True)
              + ["spark-master", "cdc", "catalog", "kafka", "postgres", "s3"])
     stopped = []
     for part in (p for p in order if p in parts):
-        if part == "postgres":
+        if part == "monitor":
+            ran = any(line.endswith(")") and ": stopped" in line for line in monitor.down(settings))
+        elif part == "postgres":
             ran = postgres.stop(top)
         elif part == "s3":
             ran = "stopped" in server.down(settings)
@@ -334,6 +352,9 @@ def status(settings: Settings) -> dict:
 
     catalog = metastore.status(catalog_settings(settings, top) if keys else settings)
     parts["catalog"] = {"address": catalog["uri"], "up": catalog["up"]}
+    monitoring = monitor.status(settings)
+    if state.get("monitor_started"):
+        parts["monitor"] = {"address": monitoring["prometheus_url"], "up": monitoring["up"]}
     return {
         "airflow_url": top.airflow_url,
         "airflow_user": AIRFLOW_USER,
@@ -346,6 +367,7 @@ def status(settings: Settings) -> dict:
         "lakehouse_root": str(settings.root),
         "storage": storage_status(settings),
         "catalog": catalog,
+        **{key: monitoring[key] for key in ("prometheus_url", "alertmanager_url", "metrics_url")},
         "logs": str(top.logs),
         "parts": parts,
     }

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
+SERVE_CHECK_SECONDS = 10.0
+STOPPED = "stopped by a signal"  # how `serve` ends when asked to
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,27 @@ def down(settings: Settings) -> list[str]:
     files = MonitorFiles(settings.layout.monitor)
     return [part.daemon(files).stop_saying(f"{part.name}: stopped", f"{part.name}: none started by `lakehouse monitor "
                                            "up` runs", STOP_TIMEOUT_SECONDS) for part in reversed(PARTS)]
+
+
+def serve(settings: Settings) -> str:
+    """`up`, then stay in the foreground (a container's main process) until SIGTERM or SIGINT, or until a part stops
+    answering for two checks in a row; then `down`. Why it ended."""
+    ended = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: ended.set())
+    for line in up(settings):
+        log.warning("%s", line)
+    why, missed = STOPPED, set()
+    try:
+        while not ended.wait(SERVE_CHECK_SECONDS):
+            silent = {part.name for part in PARTS if not answers(settings, part)}
+            if silent & missed:
+                why = f"{', '.join(sorted(silent & missed))} stopped answering"
+                break
+            missed = silent
+    finally:
+        down(settings)
+    return why
 
 
 def status(settings: Settings) -> dict:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from include.cdc.health import cdc_health
 from include.ops.health import STATE_HEALTH, check_job
+from include.records.alerts import ALERTS_TABLE
 from include.records.query_progress import PROGRESS_TABLE
 from include.registry import JobSpec, Registry, Trigger
 from include.settings import Settings
@@ -168,6 +169,7 @@ def build(settings: Settings, registry: Registry) -> StoragePath:
                         "charts": charts}
     connectors = cdc_health(settings, registry)
     sections.append(_connectors_section(connectors))
+    sections.append(_alerts_section(settings))
     if connectors:
         (directory / "connectors.json").write_text(json.dumps(connectors, indent=1))
     built = datetime.now(UTC).isoformat(timespec="seconds")
@@ -202,3 +204,28 @@ def _connectors_section(connectors: dict[str, dict]) -> str:
     return ('<section id="cdc-connectors"><h2>Change data capture</h2><p>Debezium\'s connectors on the Kafka Connect '
             "worker and their replication slots (<code>lakehouse cdc status</code>).</p>"
             f"<table><tr><th>connector</th><th>state</th><th>problems</th></tr>{rows}</table></section>")
+
+
+RECENT_ALERTS = 20  # rows of `_ops/alerts` the report shows
+
+
+def _alerts_section(settings: Settings) -> str:
+    """The latest rows of `_ops/alerts` (the supervisor's, the DAGs' failure callback's, Prometheus' through
+    Alertmanager), newest first, with the Prometheus alerts still firing when last recorded (no resolved row yet)."""
+    path = settings.layout.ops_table(ALERTS_TABLE)
+    rows = delta_store.read_table(path).to_pylist() if delta_store.table_exists(path) else []
+    if not rows:
+        return ""
+    resolved = {r.get("alert_id") for r in rows if r.get("status") == "resolved"}
+    firing = sorted({f"{r['alert']} ({r.get('table_name') or r['job']})" for r in rows
+                     if r.get("status") == "firing" and r.get("alert_id") not in resolved})
+    latest = sorted(rows, key=lambda r: r["raised_at"], reverse=True)[:RECENT_ALERTS]
+    cells = "".join(f"<tr><td>{r['raised_at']:%Y-%m-%d %H:%M:%S}</td><td>{html.escape(r.get('alert') or '-')}</td>"
+                    f"<td>{html.escape(r.get('status') or '-')}</td><td>{html.escape(r['job'] or '')}</td>"
+                    f"<td>{html.escape(r['severity'] or '')}</td><td>{html.escape(r['reason'] or '')}</td></tr>"
+                    for r in latest)
+    unresolved = html.escape(", ".join(firing)) if firing else "none"
+    return ('<section id="alerts"><h2>Alerts</h2><p>The latest rows of <code>ops.alerts</code> (the supervisor\'s, '
+            "the DAGs' failures, and Prometheus' alerts through Alertmanager: <code>lakehouse monitor</code>). "
+            f"Prometheus alerts firing, not resolved since: {unresolved}.</p><table><tr><th>raised (UTC)</th><th>alert</th><th>status</th>"
+            f"<th>job</th><th>severity</th><th>reason</th></tr>{cells}</table></section>")
