@@ -286,8 +286,15 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
         assert found[("lakehouse_job_input_rows_total", label)] == sum(r["num_input_rows"] or 0 for r in rows), job_id
         assert found[("lakehouse_job_last_batch_duration_seconds", label)] == rows[-1]["batch_duration_ms"] / 1000
         assert last_batches(rows, rows[-1]["query_id"], 1) == [rows[-1]]
+        durations = [r["batch_duration_ms"] / 1000 for r in rows]
+        assert found[("lakehouse_job_batch_duration_seconds_count", label)] == len(rows)
+        assert found[("lakehouse_job_batch_duration_seconds_sum", label)] == pytest.approx(sum(durations))
+        assert found[("lakehouse_job_batch_duration_seconds_bucket", label + (("le", "10.0"),))] == \
+            sum(1 for d in durations if d <= 10)
         if job.stateful:
             assert found[("lakehouse_job_state_rows", label)] == rows[-1]["state_rows_total"], job_id
+            assert sum(v for k, v in found.items() if k[0] == "lakehouse_job_operator_state_rows"
+                       and dict(k[1])["job"] == job_id) == rows[-1]["state_rows_total"], job_id
         for table in job.tables_written():
             path = demo.settings.layout.table(table)
             if not delta_store.table_exists(path):  # a quarantine table no bad line made
@@ -297,6 +304,12 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
             assert found[("lakehouse_table_version", (("table", table),))] == last["version"], table
             assert found[("lakehouse_table_last_commit_timestamp_seconds", (("table", table),))] == \
                 last["timestamp"] / 1000, table
+            assert found[("lakehouse_table_rows", (("table", table),))] == delta_store.count_rows(path), table
+            assert found[("lakehouse_table_files", (("table", table),))] == len(delta_store.open_table(path).files())
+            if table == job.sink.quarantine_table:
+                assert found[("lakehouse_job_quarantined_rows_total", label)] == delta_store.count_rows(path)
+    # a Kafka-fed job's lag, when its broker answers at the scrape: the backfill read every message
+    assert all(v == 0 for k, v in found.items() if k[0] == "lakehouse_kafka_lag_messages"), found
     assert ("lakehouse_table_last_commit_timestamp_seconds", (("table", "gold/user_activity_5m"),)) in found
     for table, spec in quality_tables(registry).items():  # the demo's quality run: every suite passes
         assert found[("lakehouse_quality_failing_checks", (("severity", "blocking"), ("table", table)))] == 0, table

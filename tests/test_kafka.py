@@ -12,6 +12,7 @@ import re
 import signal
 import threading
 import uuid
+from dataclasses import replace
 
 import pytest
 from deltalake import DeltaTable
@@ -158,19 +159,34 @@ def test_partitions_added_to_the_topic_are_read_from_their_start(spark, settings
                                                                  lakehouse_env):
     from confluent_kafka.admin import AdminClient, NewPartitions
 
+    from include.kafka.offsets import topic_ranges
+    from include.ops.metric_sources import kafka_lags
+
     registry, topic = kafka_registry
+    on_broker = replace(settings, kafka_bootstrap=kafka_broker, kafka_bootstrap_set=True)
+
+    def lag() -> dict[int, int]:  # `lakehouse metrics`' lakehouse_kafka_lag_messages of the job, per partition
+        return {x.partition: x.messages for x in kafka_lags(on_broker, registry) if x.job == "bronze_payments"}
+
+    assert lag() == {}  # no checkpoint yet: nothing read, no lag said
     produce(kafka_broker, topic, events=400, seed=44, partitions=2)
     run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
+    assert lag() == {0: 0, 1: 0}
+    read = sum(r.latest for r in topic_ranges(kafka_broker, (topic,))[topic])
     admin = AdminClient({"bootstrap.servers": kafka_broker})
     admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
     produce(kafka_broker, topic, events=800, seed=45)
     assert {p for p, _ in topic_offsets(kafka_broker, topic)} == {0, 1, 2, 3}
+    ranges = {r.partition: r for r in topic_ranges(kafka_broker, (topic,))[topic]}
+    assert sum(lag().values()) == sum(r.latest for r in ranges.values()) - read > 0  # what came since the run
+    assert {p: lag()[p] for p in (2, 3)} == {p: ranges[p].latest - ranges[p].earliest for p in (2, 3)}  # all new
 
     plan = run_cli(["checkpoint", "plan", "bronze_payments"], lakehouse_env)
     assert plan.returncode == 0 and "bronze_payments: resume" in plan.stdout, plan.stdout + plan.stderr
     assert "partition(s) 2, 3 are new since the checkpoint and are read from their earliest offsets" in plan.stdout
     run_job(spark, settings, registry, "bronze_payments", AVAILABLE_NOW)
     assert_every_message_once(settings, kafka_broker, topic)
+    assert lag() == dict.fromkeys(range(4), 0)
 
 
 def test_kafka_commands_and_a_missing_topic(settings, kafka_registry, kafka_broker, lakehouse_env):

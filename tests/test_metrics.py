@@ -60,7 +60,8 @@ def test_a_tables_last_commit_is_its_delta_logs_and_every_family_is_documented(s
     assert not any(k[0] in from_logs and k[1] != table for k in found)  # no other table exists
     names = {m.name for m in METRICS}
     assert {k[0] for k in found} <= names and all(m.name.startswith("lakehouse_") for m in METRICS)
-    assert all(set(dict(k[1])) <= {"job", "table", "problem", "check", "severity"} for k in found)  # no run id, no time
+    assert all(set(dict(k[1])) <= {"job", "table", "problem", "check", "severity", "operator", "mode",
+                                                     "topic", "partition", "le"} for k in found)  # no run id, no time
 
 
 def test_a_checks_latest_result_is_what_the_quality_metrics_say(settings):

@@ -28,34 +28,52 @@ CONTRACTS = {"LakehouseJobDown", "LakehouseTableStale", "LakehouseQualityFailing
 
 
 def _rule_test(rules_file, interval: int) -> dict:
-    """promtool's unit test of three generated rules (shipped registry): gold_user_activity_5m down from minute 1,
-    gold/user_activity_5m last committed at time 0, a blocking check failing from minute 2."""
-    job = {"severity": "critical", "job": JOB, "lakehouse_group": "clickstream_gold"}
+    """promtool's unit test of six generated rules (shipped registry, 15-s samples): gold_user_activity_5m down from
+    45 s; gold/user_activity_5m last committed at time 0; a blocking check failing from 105 s; bronze_clickstream
+    quarantining 10 % of its rows (its bound 5 %), bronze_logins 1 %; bronze_payments' Kafka lag growing;
+    gold_user_running_totals' state past its 5,000,000 rows from 2 min."""
+    notes = {(a["alert"], a["labels"].get("table") or a["labels"]["job"]): a["annotations"]
+             for g in yaml.safe_load(rules_file.read_text())["groups"] for a in g["rules"] if "job" in a["labels"]}
+
+    def fires(alert: str, at: str, subject: str, severity: str = "warning", **labels: str) -> dict:
+        expected = {"severity": severity, "job": subject, **labels}
+        return {"eval_time": at, "alertname": alert,
+                "exp_alerts": [{"exp_labels": expected, "exp_annotations": notes[(alert, labels.get("table",
+                                                                                                 subject))]}]}
+
+    def quiet(alert: str, at: str) -> dict:
+        return {"eval_time": at, "alertname": alert, "exp_alerts": []}
+
     threshold = 1200 + 60  # the suite's freshness goal and the gold job's 1-minute trigger
-    stale = {"severity": "warning", "table": GOLD, "job": JOB}
-    failing = {"severity": "critical", "table": GOLD, "job": JOB}
-    notes = {a["alert"]: a["annotations"] for g in yaml.safe_load(rules_file.read_text())["groups"]
-             for a in g["rules"] if a["labels"].get("job") == JOB and a["labels"].get("table") in (None, GOLD)}
+    series = {
+        f'lakehouse_job_up{{job="{JOB}"}}': "1x3 0x200",
+        f'lakehouse_table_last_commit_timestamp_seconds{{table="{GOLD}"}}': "0x200",
+        f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="blocking"}}': "0x7 1x200",
+        f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="warning"}}': "3x200",
+        'lakehouse_job_input_rows_total{job="bronze_clickstream"}': "0+25x200",
+        'lakehouse_job_quarantined_rows_total{job="bronze_clickstream"}': "0+2.5x200",
+        'lakehouse_job_input_rows_total{job="bronze_logins"}': "0+100x200",
+        'lakehouse_job_quarantined_rows_total{job="bronze_logins"}': "0+1x200",
+        'lakehouse_kafka_lag_messages{job="bronze_payments",topic="payments",partition="0"}': "0+10x200",
+        'lakehouse_kafka_lag_messages{job="bronze_payments",topic="payments",partition="1"}': "5x200",
+        'lakehouse_job_state_rows{job="gold_user_running_totals"}': "4000000x7 6000000x200",
+    }
     return {"rule_files": [str(rules_file)], "evaluation_interval": f"{interval}s", "tests": [{
         "interval": f"{interval}s",
-        "input_series": [
-            {"series": f'lakehouse_job_up{{job="{JOB}"}}', "values": "1x3 0x200"},
-            {"series": f'lakehouse_table_last_commit_timestamp_seconds{{table="{GOLD}"}}', "values": "0x200"},
-            {"series": f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="blocking"}}',
-             "values": "0x7 1x200"},
-            {"series": f'lakehouse_quality_failing_checks{{table="{GOLD}",severity="warning"}}', "values": "3x200"},
-        ],
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
         "alert_rule_test": [
             # down from 45 s; its `for` is the job's 30-s restart backoff: pending at 1 min, firing at 1 min 30 s
-            {"eval_time": "1m", "alertname": "LakehouseJobDown", "exp_alerts": []},
-            {"eval_time": "90s", "alertname": "LakehouseJobDown",
-             "exp_alerts": [{"exp_labels": job, "exp_annotations": notes["LakehouseJobDown"]}]},
-            {"eval_time": "105s", "alertname": "LakehouseQualityFailing", "exp_alerts": []},
-            {"eval_time": "2m", "alertname": "LakehouseQualityFailing",
-             "exp_alerts": [{"exp_labels": failing, "exp_annotations": notes["LakehouseQualityFailing"]}]},
-            {"eval_time": f"{threshold}s", "alertname": "LakehouseTableStale", "exp_alerts": []},
-            {"eval_time": f"{threshold + interval}s", "alertname": "LakehouseTableStale",
-             "exp_alerts": [{"exp_labels": stale, "exp_annotations": notes["LakehouseTableStale"]}]},
+            quiet("LakehouseJobDown", "1m"),
+            fires("LakehouseJobDown", "90s", JOB, "critical", lakehouse_group="clickstream_gold"),
+            quiet("LakehouseQualityFailing", "90s"),
+            fires("LakehouseQualityFailing", "2m", JOB, "critical", table=GOLD),
+            quiet("LakehouseTableStale", f"{threshold}s"),
+            fires("LakehouseTableStale", f"{threshold + interval}s", JOB, table=GOLD),
+            fires("LakehouseQuarantineHigh", "16m", "bronze_clickstream"),  # and not bronze_logins
+            quiet("LakehouseKafkaLagGrowing", "4m"),  # growing from 15 s, for 5 min (half its 10-min window)
+            fires("LakehouseKafkaLagGrowing", "6m", "bronze_payments"),
+            quiet("LakehouseStateRowsHigh", "2m"),
+            fires("LakehouseStateRowsHigh", "3m", "gold_user_running_totals"),
         ],
     }]}
 
@@ -64,7 +82,7 @@ def test_the_rules_generated_from_the_registry_pass_promtool_and_fire_as_its_uni
                                                                                            tmp_path):
     """Every file `monitor up` writes passes `promtool check` / `amtool check-config` (configs.write runs them);
     every live job and every live table with a freshness check has its rule, each with its severity, labels and a
-    runbook naming a `lakehouse` command; Prometheus' rule engine (`promtool test rules`) fires three of them when
+    runbook naming a `lakehouse` command; Prometheus' rule engine (`promtool test rules`) fires six of them when
     their series say so, and not before."""
     files = configs.write(settings, registry)
     generated = [r for g in yaml.safe_load(files.rules.read_text())["groups"] for r in g["rules"]]

@@ -47,6 +47,23 @@ ALERTS: tuple[AlertInfo, ...] = (
               "3 evaluation intervals",
               "`lakehouse health` shows the batches behind it; `lakehouse state {job}` what its state holds; "
               "docs/operations/live-supervision.md, *Health problems*"),
+    AlertInfo("LakehouseKafkaLagGrowing", "job", "warning",
+              "a live Kafka-fed job (its CDC topics too) has messages left to read on the broker, more at the end of "
+              "a window than at its start (the window: 10 of its trigger intervals, at least 10 minutes)",
+              "half the window",
+              "`lakehouse health` (falling behind? slow batches?); `lakehouse metrics` has the lag per partition; "
+              "more cores, a larger `max_offsets_per_trigger` or a shorter trigger let it catch up"),
+    AlertInfo("LakehouseStateRowsHigh", "job", "warning",
+              "a live job's state holds more rows than its `supervision.health.max_state_rows` (jobs with a bound)",
+              "3 evaluation intervals",
+              "`lakehouse state {job}` shows what each operator holds; a shorter watermark or expiry, or "
+              "`lakehouse checkpoint repartition {job}` with more state partitions"),
+    AlertInfo("LakehouseQuarantineHigh", "job", "warning",
+              "of the rows a live job with a quarantine table read over a window (15 minutes, at least 10 trigger "
+              "intervals), more than `supervision.health.max_quarantined_fraction` (default 0.05) were quarantined",
+              "immediately (the window is the condition)",
+              "`lakehouse summary` counts the quarantined lines; `SELECT reason, count(*) FROM <its quarantine "
+              "table> GROUP BY reason` says why; a producer sending a new format is the usual cause"),
     AlertInfo("LakehouseTableStale", "table", "warning",
               "a table a live job writes has had no commit for longer than its freshness goal (its suite's "
               "`quality.freshness_lag`) plus its writer's live trigger interval",
@@ -97,6 +114,36 @@ def _job_rules(registry: Registry, job: JobSpec, interval: int) -> list[dict[str
     ]
 
 
+def _window(registry: Registry, job: JobSpec, least: int) -> int:
+    """A window of 10 of the job's live trigger intervals, at least `least` seconds."""
+    return max(least, 10 * (job.triggers["live"].interval_seconds or registry.live_interval_seconds(job.id)))
+
+
+def _flow_rules(registry: Registry, job: JobSpec, interval: int) -> list[dict[str, Any]]:
+    """The job's rules on what flows through it: Kafka lag growing, state beyond its bound, quarantine above its
+    fraction (each where the job has what it watches)."""
+    rules, health, labels = [], job.supervision.health, {"job": job.id}
+    if any(source.kafka is not None for source in job.sources):
+        window, lag = _window(registry, job, 600), f'lakehouse_kafka_lag_messages{{job="{job.id}"}}'
+        rules.append(_rule("LakehouseKafkaLagGrowing",
+                           f"sum by (job) (delta({lag}[{window}s])) > 0 and sum by (job) ({lag}) > 0", window // 2,
+                           labels, f"{job.id} falls behind its Kafka topics: more messages to read than "
+                           f"{window // 60} minutes ago", job=job.id))
+    if health.max_state_rows:
+        rules.append(_rule("LakehouseStateRowsHigh", f'lakehouse_job_state_rows{{job="{job.id}"}} > '
+                           f"{health.max_state_rows}", 3 * interval, labels,
+                           f"{job.id}'s state holds more than {health.max_state_rows} rows", job=job.id))
+    if job.sink.quarantine_table:
+        window = _window(registry, job, 900)
+        read = f'increase(lakehouse_job_input_rows_total{{job="{job.id}"}}[{window}s])'
+        rules.append(_rule("LakehouseQuarantineHigh",
+                           f'increase(lakehouse_job_quarantined_rows_total{{job="{job.id}"}}[{window}s]) > '
+                           f"{health.max_quarantined_fraction} * {read} and {read} > 0", 0, labels,
+                           f"{job.id} quarantined more than {health.max_quarantined_fraction:.0%} of the rows it read "
+                           f"in {window // 60} minutes (into {job.sink.quarantine_table})", job=job.id))
+    return rules
+
+
 def _stale_rule(registry: Registry, table: str, goal_seconds: int) -> dict[str, Any]:
     writer = registry.writers_of(table)[0]
     trigger = writer.triggers["live"]
@@ -124,6 +171,7 @@ def alert_rules(settings: Settings, registry: Registry) -> dict[str, Any]:
     live_tables = {job.sink.table for job in live}
     suites = quality_tables(registry)
     job_rules = [rule for job in live for rule in _job_rules(registry, job, interval)]
+    job_rules += [rule for job in live for rule in _flow_rules(registry, job, interval)]
     job_rules += [_rule("LakehouseCheckpointActionPending",
                         f'lakehouse_checkpoint_action_pending_seconds{{job="{job_id}"}} > {ACTION_PENDING_SECONDS}',
                         0, {"job": job_id}, f"a checkpoint action on {job_id} has not finished in "

@@ -8,19 +8,23 @@ health`, a quality check and its severity; never a run id or a time. `METRICS` b
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from deltalake.exceptions import DeltaError
 from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
 from include.checkpoints import journal
 from include.ops.health import check_job
 from include.ops.health_report import progress_by_job
+from include.ops.metric_sources import kafka_lags, table_contents
 from include.quality.suites import quality_tables
 from include.records.quality_results import RESULTS_TABLE
 from include.registry import Registry, load_registry
@@ -30,12 +34,15 @@ from include.storage import delta as delta_store
 log = logging.getLogger(__name__)
 
 
+DURATION_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)  # seconds
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One metric family: its name (under `lakehouse_`), kind, labels and meaning."""
 
     name: str
-    kind: str  # gauge | counter
+    kind: str  # gauge | counter | histogram
     labels: tuple[str, ...]
     meaning: str
 
@@ -57,6 +64,19 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("lakehouse_job_last_batch_timestamp_seconds", "gauge", ("job",),
                "when the job's last recorded batch ended (epoch seconds): `time() - this` is the seconds since it"),
     MetricInfo("lakehouse_job_last_batch_duration_seconds", "gauge", ("job",), "the last recorded batch's duration"),
+    MetricInfo("lakehouse_job_batch_duration_seconds", "histogram", ("job",),
+               "the recorded batches' durations (buckets " + ", ".join(f"{b:g}" for b in DURATION_BUCKETS) +
+               " s; as the batches counter, a reset when retention deletes old rows)"),
+    MetricInfo("lakehouse_job_operator_state_rows", "gauge", ("job", "operator"),
+               "rows each stateful operator of the job held after its last recorded batch (`operator`: its position "
+               "in the plan and its name, e.g. `0_dedupeWithinWatermark`)"),
+    MetricInfo("lakehouse_job_operator_state_memory_bytes", "gauge", ("job", "operator"),
+               "memory each stateful operator of the job used after its last recorded batch"),
+    MetricInfo("lakehouse_job_quarantined_rows_total", "counter", ("job",),
+               "rows the job set aside in its quarantine table (`sink.quarantine_table`: lines that did not parse)"),
+    MetricInfo("lakehouse_kafka_lag_messages", "gauge", ("job", "topic", "partition"),
+               "messages on the broker the job's checkpoint has not read yet (Kafka and CDC sources; absent while "
+               "the broker does not answer)"),
     MetricInfo("lakehouse_job_watermark_timestamp_seconds", "gauge", ("job",),
                "the job's event-time watermark after its last recorded batch (absent without one)"),
     MetricInfo("lakehouse_job_state_rows", "gauge", ("job",),
@@ -66,6 +86,8 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("lakehouse_table_last_commit_timestamp_seconds", "gauge", ("table",),
                "when the table's latest Delta commit was made (its commitInfo's timestamp, epoch seconds)"),
     MetricInfo("lakehouse_table_version", "gauge", ("table",), "the table's latest Delta version"),
+    MetricInfo("lakehouse_table_rows", "gauge", ("table",), "rows of the table's latest version (its log's counts)"),
+    MetricInfo("lakehouse_table_files", "gauge", ("table",), "data files of the table's latest version"),
     MetricInfo("lakehouse_table_freshness_goal_seconds", "gauge", ("table",),
                "the table's freshness goal (its suite's `quality.freshness_lag`; tables with a freshness "
                "check): `time() - lakehouse_table_last_commit_timestamp_seconds` against it is how stale it is"),
@@ -85,7 +107,7 @@ _INFO = {m.name: m for m in METRICS}
 
 def _family(name: str) -> Metric:
     info = _INFO[name]
-    kind = CounterMetricFamily if info.kind == "counter" else GaugeMetricFamily
+    kind = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(info.kind, GaugeMetricFamily)
     return kind(name, info.meaning, labels=list(info.labels))
 
 
@@ -121,6 +143,17 @@ def _job_samples(settings: Settings, registry: Registry, families: dict[str, Met
                                                                             for b in batches)))
         if batches:
             _last_batch(job_id, batches[-1], families)
+            _durations(job_id, batches, families)
+    for lag in kafka_lags(settings, registry):
+        families["lakehouse_kafka_lag_messages"].add_metric([lag.job, lag.topic, str(lag.partition)],
+                                                            float(lag.messages))
+
+
+def _durations(job_id: str, batches: list[dict], families: dict[str, Metric]) -> None:
+    seconds = [b["batch_duration_ms"] / 1000 for b in batches if b["batch_duration_ms"] is not None]
+    buckets = [(floatToGoString(bound), float(sum(1 for d in seconds if d <= bound))) for bound in DURATION_BUCKETS]
+    families["lakehouse_job_batch_duration_seconds"].add_metric(
+        [job_id], buckets + [("+Inf", float(len(seconds)))], sum_value=sum(seconds))
 
 
 def _last_batch(job_id: str, last: dict, families: dict[str, Metric]) -> None:
@@ -135,19 +168,44 @@ def _last_batch(job_id: str, last: dict, families: dict[str, Metric]) -> None:
         families["lakehouse_job_state_rows"].add_metric([job_id], float(last["state_rows_total"]))
     if last["state_memory_used_bytes"] is not None:
         families["lakehouse_job_state_memory_bytes"].add_metric([job_id], float(last["state_memory_used_bytes"]))
+    try:
+        operators = json.loads(last.get("state_operators") or "[]")
+    except ValueError:
+        operators = []
+    for position, operator in enumerate(operators):
+        name = f"{position}_{operator.get('operator') or 'state'}"
+        if operator.get("numRowsTotal") is not None:
+            families["lakehouse_job_operator_state_rows"].add_metric([job_id, name], float(operator["numRowsTotal"]))
+        if operator.get("memoryUsedBytes") is not None:
+            families["lakehouse_job_operator_state_memory_bytes"].add_metric([job_id, name],
+                                                                            float(operator["memoryUsedBytes"]))
 
 
 def _table_samples(settings: Settings, registry: Registry, families: dict[str, Metric]) -> None:
     tables = dict.fromkeys(t for job_id in registry.order for t in registry.jobs[job_id].tables_written())
+    quarantined_by: dict[str, list[str]] = {}
+    for job_id in registry.order:
+        if registry.jobs[job_id].sink.quarantine_table:
+            quarantined_by.setdefault(registry.jobs[job_id].sink.quarantine_table, []).append(job_id)
     for table in tables:
         try:
             commit = delta_store.last_commit(settings.layout.table(table))
         except (OSError, ValueError) as exc:  # one unreadable log: the other tables are still reported
             log.warning("metrics: the Delta log of %s was not read (%s)", table, exc)
             continue
-        if commit is not None:
-            families["lakehouse_table_version"].add_metric([table], float(commit.version))
-            families["lakehouse_table_last_commit_timestamp_seconds"].add_metric([table], commit.timestamp)
+        if commit is None:
+            continue
+        families["lakehouse_table_version"].add_metric([table], float(commit.version))
+        families["lakehouse_table_last_commit_timestamp_seconds"].add_metric([table], commit.timestamp)
+        try:
+            contents = table_contents(settings.layout.table(table), commit.version)
+        except (OSError, ValueError, DeltaError) as exc:  # a log deltalake does not read: the rest still reported
+            log.warning("metrics: the files of %s were not read (%s)", table, exc)
+            continue
+        families["lakehouse_table_rows"].add_metric([table], float(contents.rows))
+        families["lakehouse_table_files"].add_metric([table], float(contents.files))
+        for job in quarantined_by.get(table, ()):
+            families["lakehouse_job_quarantined_rows_total"].add_metric([job], float(contents.rows))
     for table, spec in quality_tables(registry).items():
         if any(check.name == "freshness" for check in spec.checks):
             families["lakehouse_table_freshness_goal_seconds"].add_metric([table], float(spec.freshness_lag_seconds))

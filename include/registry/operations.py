@@ -97,21 +97,23 @@ def parse_supervision(ctx: LoadContext, where: str, own: Any) -> SupervisionSpec
 
 
 def _health(ctx: LoadContext, where: str, raw: Any) -> HealthThresholds:
-    """`supervision.health`: the state-health thresholds (fractions in (0, 1], a skew ratio >= 1, a key count)."""
+    """`supervision.health`: the health thresholds (fractions in (0, 1], a skew ratio >= 1, counts)."""
     if not isinstance(raw, dict):
         ctx.problem(where, "supervision.health: must map thresholds to numbers")
         return HealthThresholds()
     known = HealthThresholds.__dataclass_fields__
     ctx.unknown_fields(f"{where}: supervision.health", raw, known, f"(known: {', '.join(known)})")
     values: dict[str, Any] = {}
+    whole = ("skew_min_keys", "max_state_rows")
     for name, low, high in (("max_dropped_fraction", 0, 1), ("state_memory_fraction", 0, 1),
-                            ("max_partition_skew", 1, None), ("skew_min_keys", 0, None)):
+                            ("max_partition_skew", 1, None), ("skew_min_keys", 0, None),
+                            ("max_quarantined_fraction", 0, 1), ("max_state_rows", 0, None)):
         value = raw.get(name, getattr(HealthThresholds, name))
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or value < low or (high is not None and value > high) or (name == "skew_min_keys"
+        if not number or value < low or (high is not None and value > high) or (name in whole
                                                                                and not isinstance(value, int)):
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            kind = "an integer" if name == "skew_min_keys" else "a number"
+            kind = "an integer" if name in whole else "a number"
             ctx.problem(where, f"supervision.health.{name}: must be {kind} {bound}, got {value!r}")
             value = getattr(HealthThresholds, name)
         values[name] = value

@@ -217,6 +217,8 @@ class HealthThresholds:
     state_memory_fraction: float = 0.8  # state memory of the last batch, of the executor memory
     max_partition_skew: float = 10.0  # max / median keys per state partition
     skew_min_keys: int = 100  # a skew counts only when the largest partition holds at least this many keys
+    max_quarantined_fraction: float = 0.05  # rows quarantined, of the rows read (`LakehouseQuarantineHigh`)
+    max_state_rows: int = 0  # rows the job's state may hold (`LakehouseStateRowsHigh`); 0: no bound
 
 
 @dataclass(frozen=True)
