@@ -6,7 +6,7 @@ include/ and spark_jobs/, and none of them imports it; pyspark, Great Expectatio
 - :mod:`.jobs`: `run`, `maintain`, `stop`.
 - :mod:`.demo`: `demo`, with the servers it starts for itself.
 - :mod:`.airflow`: `airflow-setup`, `airflow`, `airflow-history`.
-- :mod:`.reports`: `summary`, `quality`, `health`, `metrics`.
+- :mod:`.reports`: `summary`, `quality`, `health`, `metrics`, `lineage`.
 - :mod:`.monitor`: `monitor`.
 - :mod:`.checkpoints`: `checkpoint`, `state`, `schema`.
 - :mod:`.catalog`: `catalog`, `sql`, `query`.
@@ -37,7 +37,7 @@ __all__ = ["COMMANDS", "Command", "broker_for_demo", "build_parser", "catalog_fo
 COMMANDS: tuple[Command, ...] = (
     generate.generate, jobs.run, demo.demo, airflow.airflow_setup, airflow.airflow, airflow.airflow_history,
     reports.summary, reports.quality, checkpoints.checkpoint, checkpoints.state, checkpoints.schema, jobs.maintain,
-    reports.health, reports.metrics, monitor.monitor, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql,
+    reports.health, reports.metrics, reports.lineage, monitor.monitor, servers.kafka, cdc.cdc, catalog.catalog, catalog.sql,
     catalog.query, servers.storage, servers.cluster, jobs.stop,
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}

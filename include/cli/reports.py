@@ -1,8 +1,10 @@
-"""`lakehouse summary`, `quality` and `health`: reports on the tables, their checks and the jobs."""
+"""`lakehouse summary`, `quality`, `health`, `metrics` and `lineage`: reports on the tables, their checks, the jobs and
+what feeds what."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from include.cdc.health import cdc_health
@@ -74,4 +76,26 @@ def metrics(settings: Settings, args: argparse.Namespace) -> int:
         from include.ops.metrics import exposition
 
         sys.stdout.write(exposition(settings))
+    return 0
+
+
+def _lineage_arguments(lineage_parser: argparse.ArgumentParser) -> None:
+    lineage_parser.add_argument("table", help="a table as the registry names it, e.g. gold/user_activity_5m")
+    lineage_parser.add_argument("--json", action="store_true",
+                                help="as JSON: table, catalog_name, written_by, upstream and downstream (each edge: "
+                                     "from, job, to), columns (each column's dataset, column, transformation, job), "
+                                     "catalog_names")
+
+
+@command("lineage", "what a table is made from and what is made from it: tables, jobs and columns (from the registry)",
+         _lineage_arguments, needs_root=False, reports=True)
+def lineage(settings: Settings, args: argparse.Namespace) -> int:
+    from include.lineage.graph import render, table_lineage
+
+    try:
+        found = table_lineage(load_registry(settings.registry_path), args.table)
+    except ValueError as exc:
+        sys.stderr.write(f"lakehouse lineage: {exc}\n")
+        return 2
+    sys.stdout.write((json.dumps(found, indent=2) if args.json else render(found)) + "\n")
     return 0
