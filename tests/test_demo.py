@@ -305,7 +305,7 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
             assert found[("lakehouse_table_last_commit_timestamp_seconds", (("table", table),))] == \
                 last["timestamp"] / 1000, table
             assert found[("lakehouse_table_rows", (("table", table),))] == delta_store.count_rows(path), table
-            assert found[("lakehouse_table_files", (("table", table),))] == len(delta_store.open_table(path).files())
+            assert found[("lakehouse_table_files", (("table", table),))] == len(delta_store.open_table(path).file_uris())
             if table == job.sink.quarantine_table:
                 assert found[("lakehouse_job_quarantined_rows_total", label)] == delta_store.count_rows(path)
     # a Kafka-fed job's lag, when its broker answers at the scrape: the backfill read every message
