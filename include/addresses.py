@@ -81,3 +81,24 @@ def postgres_address(url: str, variable: str = "LAKEHOUSE_METASTORE_DB") -> Post
         raise ValueError(f"{variable} must be postgresql://user:password@host:port/database, got "
                          f"{parts.scheme}://...{'/' + database if database else ''}")
     return PostgresAddress(parts.hostname, port, database, unquote(parts.username), unquote(parts.password or ""))
+
+
+def s3_endpoint(text: str) -> str:
+    """LAKEHOUSE_S3_ENDPOINT: an http(s) URL (its trailing slashes dropped), or `aws`: AWS S3 itself (no endpoint)."""
+    endpoint = text.rstrip("/")
+    if endpoint != "aws" and not endpoint.startswith(("http://", "https://")):
+        raise ValueError(f"LAKEHOUSE_S3_ENDPOINT must be an http:// or https:// URL, or `aws`, got {endpoint!r}")
+    return "" if endpoint == "aws" else endpoint
+
+
+LINEAGE_TRANSPORTS = ("kafka", "file", "off")  # or an http(s):// URL
+
+
+def lineage_destination(text: str) -> str:
+    """LAKEHOUSE_LINEAGE: `kafka`, `file`, `off`, or an http(s):// URL (trailing slashes dropped)."""
+    if text in LINEAGE_TRANSPORTS:
+        return text
+    if text.startswith(("http://", "https://")) and len(text.split("://", 1)[1]) > 0:
+        return text.rstrip("/")
+    raise ValueError(f"LAKEHOUSE_LINEAGE must be {', '.join(LINEAGE_TRANSPORTS)} or an http(s):// URL (an "
+                     f"OpenLineage endpoint: Marquez, DataHub), got {text!r}")

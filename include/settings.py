@@ -19,7 +19,14 @@ from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
 
-from include.addresses import check_bootstrap, http_host_port, metastore_host_port, postgres_address
+from include.addresses import (
+    check_bootstrap,
+    http_host_port,
+    lineage_destination,
+    metastore_host_port,
+    postgres_address,
+    s3_endpoint,
+)
 from include.storage.layout import Layout
 from include.storage.paths import LocalPath, S3Path, storage_path
 from include.storage.s3 import DEFAULT_ENDPOINT, DEFAULT_REGION, S3Config, bucket_problem, kept_credentials
@@ -85,18 +92,6 @@ class Setting:
         return f"a {self.kind}"
 
 
-def _half_the_cores() -> str:
-    return str(max(1, (os.cpu_count() or 2) // 2))
-
-
-def _s3_endpoint(text: str) -> str:
-    """LAKEHOUSE_S3_ENDPOINT: an http(s) URL (its trailing slashes dropped), or `aws`: AWS S3 itself (no endpoint)."""
-    endpoint = text.rstrip("/")
-    if endpoint != "aws" and not endpoint.startswith(("http://", "https://")):
-        raise ValueError(f"LAKEHOUSE_S3_ENDPOINT must be an http:// or https:// URL, or `aws`, got {endpoint!r}")
-    return "" if endpoint == "aws" else endpoint
-
-
 def _checked(check: Callable[[str], object]) -> Callable[[str], str]:
     """A row's own parse: the text as it is, once `check` passed it (its ValueError names the variable)."""
     def parse(text: str) -> str:
@@ -109,7 +104,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LAKEHOUSE_ROOT", "root", Kind.LOCATION, str(REPO_ROOT / "lakehouse"), shown_default="`<repo>/lakehouse`",
             meaning="landing, tables, checkpoints, ops, reports: a local path or an S3 URI (`s3://bucket/prefix`, "
                     "`s3a://` too)"),
-    Setting("LAKEHOUSE_S3_ENDPOINT", "s3.endpoint", Kind.URL, DEFAULT_ENDPOINT, parse=_s3_endpoint,
+    Setting("LAKEHOUSE_S3_ENDPOINT", "s3.endpoint", Kind.URL, DEFAULT_ENDPOINT, parse=s3_endpoint,
             meaning="the S3 API of an S3 root that is not AWS (path-style access); `lakehouse storage up` listens "
                     "there; `aws`: AWS S3 itself"),
     Setting("AWS_ACCESS_KEY_ID", "s3.access_key_id", Kind.TEXT, "",
@@ -139,10 +134,9 @@ SETTINGS: tuple[Setting, ...] = (
                     "`resources.driver_memory` says"),
     Setting("LAKEHOUSE_SPARK_UI", "spark_ui", Kind.FLAG, "0", meaning="`1` enables the Spark UI"),
     Setting("LAKEHOUSE_DRIVER_METRICS", "driver_metrics", Kind.FLAG, "1",
-            meaning="`1`: each live driver serves its Spark metrics for Prometheus (Spark's UI on a free port, its "
-                    "`PrometheusServlet` at `/metrics/prometheus`, each query's streaming metrics, names under the "
-                    "namespace `lakehouse`), recorded in its jobs' heartbeats, which `lakehouse monitor`'s Prometheus "
-                    "discovers; `0`: off (the UI stays as LAKEHOUSE_SPARK_UI says)"),
+            meaning="`1`: each live driver serves its Spark metrics (its UI on a free port, `PrometheusServlet` at "
+                    "`/metrics/prometheus`, each query's streaming metrics, namespace `lakehouse`), found by `lakehouse"
+                    " monitor`'s Prometheus through its heartbeats; `0`: off (the UI as LAKEHOUSE_SPARK_UI says)"),
     Setting("LAKEHOUSE_SPARK_JAVA_OPTIONS", "spark_java_options", Kind.TEXT, "",
             meaning="more JVM options of every Spark driver (e.g. `-XX:TieredStopAtLevel=1`: quicker starts of "
                     "short runs)"),
@@ -157,8 +151,8 @@ SETTINGS: tuple[Setting, ...] = (
             meaning="wait for a batch to end on SIGTERM"),
     Setting("LAKEHOUSE_TASK_RETRIES", "task_retries", Kind.WHOLE, "2", minimum=0,
             meaning="Airflow retries of the lakehouse tasks"),
-    Setting("LAKEHOUSE_SPARK_POOL_SLOTS", "spark_pool_slots", Kind.WHOLE, _half_the_cores, minimum=1,
-            shown_default="cores / 2, at least 1",
+    Setting("LAKEHOUSE_SPARK_POOL_SLOTS", "spark_pool_slots", Kind.WHOLE,
+            lambda: str(max(1, (os.cpu_count() or 2) // 2)), minimum=1, shown_default="cores / 2, at least 1",
             meaning="Spark tasks Airflow runs at once (pool `lakehouse_spark`)"),
     Setting("LAKEHOUSE_DQ_SPARK_THRESHOLD_ROWS", "dq_spark_threshold_rows", Kind.WHOLE, "2000000", minimum=0,
             meaning="rows above which quality checks use Spark"),
@@ -218,11 +212,16 @@ SETTINGS: tuple[Setting, ...] = (
             unit="seconds", meaning="how often Prometheus scrapes and evaluates the alert rules; Alertmanager waits 2 "
                                     "intervals before a new group's first notification and 4 between a group's next"),
     Setting("LAKEHOUSE_PROMETHEUS_RETENTION_HOURS", "prometheus_retention_hours", Kind.WHOLE, "168", minimum=1,
-            unit="hours", meaning="how long Prometheus keeps samples (also at most 1 GB of them), under "
-                                  "`<local>/_monitor/prometheus`"),
+            unit="hours", meaning="how long Prometheus keeps samples (at most 1 GB), in `<local>/_monitor/`"),
     Setting("LAKEHOUSE_ALERTMANAGER_CONFIG", "alertmanager_config", Kind.PATH, "",
-            meaning="a team's `alertmanager.yml` (its receivers: email, a webhook, ...) for `lakehouse monitor up`; "
-                    "unset: every alert to the product's webhook, which records it in `ops.alerts`"),
+            meaning="a team's `alertmanager.yml` (its receivers) for `lakehouse monitor up`; unset: every alert to "
+                    "the product's webhook, which records it in `ops.alerts`"),
+    Setting("LAKEHOUSE_LINEAGE", "lineage", Kind.TEXT, "kafka", parse=lineage_destination,
+            meaning="where drivers send an OpenLineage event as a job run starts and ends: `kafka` (LAKEHOUSE_LINEAGE_"
+                    "TOPIC on LAKEHOUSE_KAFKA_BOOTSTRAP; no broker there: none, warned once), `file` (JSON lines in "
+                    "`<local>/_lineage/`), an http(s):// URL (an OpenLineage endpoint: Marquez, DataHub), `off`"),
+    Setting("LAKEHOUSE_LINEAGE_TOPIC", "lineage_topic", Kind.TEXT, "lakehouse.lineage", meaning="the Kafka topic of "
+            "the OpenLineage events (LAKEHOUSE_LINEAGE=kafka; made when missing)"),
     Setting("LAKEHOUSE_LIVE_DRIVERS", "live_drivers", Kind.WHOLE, "4", minimum=1,
             meaning="live drivers (a group's, or a job's alone) started at most on this host; a start beyond waits "
                     "for capacity"),
@@ -261,6 +260,8 @@ class Settings:
     spark_driver_memory: str
     spark_ui: bool
     driver_metrics: bool  # live drivers serve Spark's PrometheusServlet (include/spark_session.py)
+    lineage: str  # kafka | file | off | an OpenLineage endpoint's URL (include/lineage/emitter.py)
+    lineage_topic: str
     log_level: str
     spark_log_level: str
     stop_grace_seconds: float

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
@@ -27,6 +27,7 @@ from include.checkpoints.plan import (
     write_fingerprint,
 )
 from include.checkpoints.preflight import Startable, preflight
+from include.lineage.emitter import JobRun
 from include.records import job_requests, lease
 from include.records.heartbeats import write_heartbeat
 from include.registry import JobSpec, Registry, Trigger
@@ -83,26 +84,38 @@ def run_job(
         options = {"shuffle_partitions": shuffle_partitions, "inside_action": action_id, "lease_held": True}
         start = preflight(settings, registry, job, **options)
         write_heartbeat(settings, job.id, status="starting", trigger=str(trigger))
-        restarts = SchemaRestarts(job.id)
-        while True:
-            try:
-                result = _run_with_lease(QueryRun(spark, settings, registry, trigger, held, stop_requested, action_id,
-                                                  start))
-                break
-            except RegistryEvolved as changed:
-                registry = changed.registry
-                job = registry.job(job_id)
-            except SourceSchemaChanged as changed:
-                restarts.note(changed, checkpoints.latest_committed_batch(settings.layout.checkpoint(job.id)))
-                log.info("job=%s: a table it reads has a new schema; its query starts again with it, from its "
-                         "checkpoint (%s)", job.id, str(changed).splitlines()[0][:300])
-            start = preflight(settings, registry, job, **options)  # the checkpoint or the registry moved on
+        lineage_run = JobRun(settings, registry, job.id, live=not trigger.available_now)  # OpenLineage: START
+        try:
+            result, registry = _run_through_changes(QueryRun(spark, settings, registry, trigger, held, stop_requested,
+                                                             action_id, start), options)
+        except BaseException as failure:
+            lineage_run.end(registry, failure)
+            raise
+        lineage_run.end(registry)
     finally:
         if lease_taken:
             held.release()
         job_requests.clear(settings, job.id)
     log.info("%s", result.summary)  # the last line of the job's log
     return result
+
+
+def _run_through_changes(run: QueryRun, options: dict) -> tuple[RunResult, Registry]:
+    """`_run_with_lease` until the run ends, its query started again (from its checkpoint) when the registry evolves
+    or a table it reads changes its schema; the result, and the registry it ended with."""
+    registry, job, start = run.registry, run.job, run.start
+    restarts = SchemaRestarts(job.id)
+    while True:
+        try:
+            return _run_with_lease(replace(run, registry=registry, start=start)), registry
+        except RegistryEvolved as changed:
+            registry = changed.registry
+            job = registry.job(job.id)
+        except SourceSchemaChanged as changed:
+            restarts.note(changed, checkpoints.latest_committed_batch(run.settings.layout.checkpoint(job.id)))
+            log.info("job=%s: a table it reads has a new schema; its query starts again with it, from its "
+                     "checkpoint (%s)", job.id, str(changed).splitlines()[0][:300])
+        start = preflight(run.settings, registry, job, **options)  # the checkpoint or the registry moved on
 
 
 @dataclass(frozen=True)

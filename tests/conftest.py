@@ -130,6 +130,9 @@ def pytest_configure(config):
     # worker, never a chain the developer runs
     os.environ["LAKEHOUSE_CDC_POSTGRES_PORT"] = str(free_port_block([0]))
     os.environ["LAKEHOUSE_CONNECT_URL"] = f"http://127.0.0.1:{free_port_block([0])}"
+    # OpenLineage events: none, but in the tests of lineage and the demo's (a topic of their own on the session's
+    # broker): a driver sending them to a broker that is not started would wait for it (include/lineage/emitter.py)
+    os.environ["LAKEHOUSE_LINEAGE"] = "off"
     os.environ["AWS_ACCESS_KEY_ID"] = f"lakehouse-tests-{worker or 'main'}"
     os.environ["AWS_SECRET_ACCESS_KEY"] = uuid.uuid4().hex
     # Each test's DAGs point at its own lakehouse root: dag.test() must store the new serialized DAG
@@ -228,10 +231,11 @@ def demo(tmp_path_factory, airflow_db, kafka_broker) -> DemoRun:
     from tests.support.suite_registry import SHIPPED_REGISTRY
 
     root = tmp_path_factory.mktemp("demo") / "lakehouse"
-    env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable,
+           "LAKEHOUSE_LINEAGE": "kafka", "LAKEHOUSE_LINEAGE_TOPIC": "demo.lineage"}  # the default transport
     for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
         env.pop(name, None)
-    delete_topics(kafka_broker, ["payments"])  # the demo's payments are the only ones on its topic
+    delete_topics(kafka_broker, ["payments", "demo.lineage"])  # the demo's payments and lineage alone on their topics
     from airflow.models.asset import AssetActive
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session

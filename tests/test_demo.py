@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 
 import pytest
 
@@ -316,3 +318,47 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
         checks = {dict(k[1])["check"] for k in found if k[0] == "lakehouse_quality_check_success"
                   and dict(k[1])["table"] == table}
         assert checks == {c.name for c in spec.checks}, table
+
+
+def test_the_backfill_sent_a_run_per_job_to_the_lineage_topic_that_openlineages_client_reads(demo, registry,
+                                                                                             kafka_broker):
+    """The demo's drivers, on the default transport (the topic on the broker the Kafka sources use): per job of the
+    registry one run, its START and its COMPLETE, read back with OpenLineage's Python client; each with the tables it
+    reads and writes by their catalog names, and gold/user_activity_5m's columns' lineage."""
+    from confluent_kafka import Consumer
+
+    from include.catalog_client.tables import catalog_name
+    from include.lineage.graph import job_lineage
+    from tests.support.openlineage import parse
+
+    succeeded(demo)
+    consumer = Consumer({"bootstrap.servers": kafka_broker, "group.id": f"demo-lineage-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    events, deadline = [], time.monotonic() + 60
+    try:
+        consumer.subscribe(["demo.lineage"])
+        while len(events) < 2 * len(registry.jobs) and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                events.append(parse(message.value().decode()))
+    finally:
+        consumer.close()
+
+    def named(dataset: str) -> str:  # a landing directory by its path, a topic by its name, a table as the catalog
+        return dataset.removeprefix("kafka:") if dataset.startswith(("kafka:", "landing/")) else catalog_name(dataset)
+
+    runs: dict[str, list] = {}
+    for event in events:
+        runs.setdefault(event.run.runId, []).append(event)
+    ran = sorted(run[0].job.name for run in runs.values())
+    assert ran == sorted(registry.jobs), ran  # one run per job
+    for run in runs.values():
+        assert [e.eventType.value for e in run] == ["START", "COMPLETE"], run
+        lineage = job_lineage(registry, run[0].job.name)
+        tables = [catalog_name(t) for t in lineage.outputs]
+        assert [d.name for d in run[1].outputs] == tables
+        assert [d.name for d in run[1].inputs] == [named(d) for d in lineage.inputs]
+    [gold] = [r[1] for r in runs.values() if r[0].job.name == "gold_user_activity_5m"]
+    assert [d.name for d in gold.inputs] == ["silver.clickstream"]
+    fields = gold.outputs[0].facets["columnLineage"].fields
+    assert [(f.name, f.field) for f in fields["total_value"].inputFields] == [("silver.clickstream", "value")]

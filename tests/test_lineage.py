@@ -1,14 +1,22 @@
 """Lineage from the registry (include/lineage): what each table is made from, down to its columns, and
-`lakehouse lineage`. No process: the registry is the whole input."""
+`lakehouse lineage` (no process: the registry is the whole input); the OpenLineage events a run sends, read back
+with OpenLineage's own client, through each transport (the demo's backfill's: tests/test_demo.py)."""
 
 from __future__ import annotations
 
 import json
+import time
+import uuid
+from dataclasses import replace
 
 from include.cli import main
+from include.lineage.emitter import JobRun
 from include.lineage.graph import ROWS, dataset_of, job_lineage, lineages, table_lineage
+from tests.support.kafka import delete_topics
+from tests.support.openlineage import parse, read_events
 
 GOLD = "gold/user_activity_5m"
+JOB = "gold_user_activity_5m"
 
 
 def test_a_gold_table_names_its_upstream_tables_jobs_and_columns(registry):
@@ -73,3 +81,77 @@ def test_the_command_answers_by_table_and_names_the_tables_it_knows(capsys):
     error = capsys.readouterr().err
     assert error.startswith("lakehouse lineage: no table 'gold/nope' in the registry; its tables: bronze/clickstream")
     assert error.count("\n") == 1
+
+
+def _run(settings, registry, job_id: str, failure: BaseException | None = None) -> str:
+    """One run of the job as the drivers report it (include/lineage/emitter.py JobRun: START, then its end)."""
+    run = JobRun(settings, registry, job_id, live=False)
+    run.end(registry, failure)
+    return run.run_id
+
+
+def test_a_runs_events_name_tables_as_the_catalog_does_with_their_schemas_and_columns_lineage(settings, registry):
+    """LAKEHOUSE_LINEAGE=file: a run's START and COMPLETE (one run id), read back by OpenLineage's client: its
+    input and output tables by their catalog names in the lakehouse's storage namespace, their schemas, the written
+    table's columns' lineage; a failed run's FAIL carries its error, an interrupted one is an ABORT."""
+    own = replace(settings, lineage="file")
+    run_id = _run(own, registry, JOB)
+    failed = _run(own, registry, "bronze_payments", RuntimeError("the broker went away"))
+    aborted = _run(own, registry, "silver_clickstream", KeyboardInterrupt())
+    events = read_events(own.local / "_lineage")
+    assert [(e.run.runId, e.eventType.value) for e in events] == [
+        (run_id, "START"), (run_id, "COMPLETE"), (failed, "START"), (failed, "FAIL"), (aborted, "START"),
+        (aborted, "ABORT")]
+    complete = events[1]
+    namespace = f"file://{own.root}"
+    assert (complete.job.namespace, complete.job.name) == ("lakehouse", JOB)
+    assert [(d.namespace, d.name) for d in complete.inputs] == [(namespace, "silver.clickstream")]
+    [output] = complete.outputs
+    assert (output.namespace, output.name) == (namespace, "gold.user_activity_5m")
+    assert [f.name for f in output.facets["schema"].fields] == list(registry.table_schemas[GOLD])
+    lineage = output.facets["columnLineage"].fields
+    [value] = lineage["total_value"].inputFields
+    assert (value.name, value.field, value.transformations[0].subtype) == ("silver.clickstream", "value",
+                                                                           "AGGREGATION")
+    assert set(lineage) == {"window_start", "window_end", "user_id", "total_value"}  # a count of rows names none
+    payments = events[3]
+    assert [(d.namespace, d.name) for d in payments.inputs] == [(f"kafka://{own.kafka_bootstrap}", "payments")]
+    said = [json.loads(line) for path in sorted((own.local / "_lineage").glob("*.jsonl"))
+            for line in path.read_text().splitlines() if '"FAIL"' in line]
+    assert said[0]["run"]["facets"]["errorMessage"]["message"] == "RuntimeError: the broker went away"
+
+
+def test_no_event_when_off_and_a_driver_without_its_broker_says_so_once_without_waiting(settings, registry, caplog):
+    from include.daemons import free_port_block
+
+    _run(replace(settings, lineage="off"), registry, JOB)
+    assert not (settings.local / "_lineage").exists()
+    nowhere = replace(settings, lineage="kafka", kafka_bootstrap=f"127.0.0.1:{free_port_block([0])}")
+    started = time.monotonic()
+    for _ in range(3):
+        _run(nowhere, registry, JOB)
+    assert time.monotonic() - started < 10  # one broker check (2 s) for the process, no wait per event
+    assert sum("OpenLineage events are not sent: no broker answers" in r.message for r in caplog.records) == 1
+
+
+def test_events_reach_the_lineage_topic_on_the_products_broker(settings, registry, kafka_broker):
+    """The default transport: the topic (made when missing) on the broker the Kafka sources use."""
+    from confluent_kafka import Consumer
+
+    topic = f"lineage-{uuid.uuid4().hex[:8]}"
+    own = replace(settings, lineage="kafka", lineage_topic=topic, kafka_bootstrap=kafka_broker)
+    run_id = _run(own, registry, JOB)
+    consumer = Consumer({"bootstrap.servers": kafka_broker, "group.id": topic, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        received = []
+        deadline = time.monotonic() + 30
+        while len(received) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                received.append(parse(message.value().decode()))
+    finally:
+        consumer.close()
+        delete_topics(kafka_broker, [topic])
+    assert [(e.run.runId, e.eventType.value) for e in received] == [(run_id, "START"), (run_id, "COMPLETE")]
+    assert received[1].outputs[0].name == "gold.user_activity_5m"

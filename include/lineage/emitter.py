@@ -1,0 +1,133 @@
+"""Where a driver sends its OpenLineage events (LAKEHOUSE_LINEAGE): a Kafka topic on the product's broker (the
+default), JSON lines under `<local>/_lineage/`, an OpenLineage HTTP endpoint (Marquez, DataHub), or nowhere.
+
+One emitter per process, made at its first event. Nothing of it is on a micro-batch's path: a run's START and its
+end are the only events; Kafka's are sent in the background and waited for (at most FLUSH_SECONDS) when the run ends.
+A driver that cannot reach its broker or endpoint says so once and sends no more events: lineage never stops a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import RunEvent
+from openlineage.client.transport.file import FileConfig, FileTransport
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
+from openlineage.client.transport.transport import Transport
+from openlineage.client.uuid import generate_new_uuid
+
+from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
+from include.kafka.produce import ensure_topic
+from include.lineage.events import run_event
+from include.registry import Registry
+from include.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 5.0
+BROKER_TIMEOUT_SECONDS = 2.0
+HTTP_TIMEOUT_SECONDS = 5.0
+
+
+def events_file(settings: Settings) -> Path:
+    """This process's JSON lines (LAKEHOUSE_LINEAGE=file): one file per process, so that no two write one line."""
+    return settings.local / "_lineage" / f"openlineage-{os.getpid()}.jsonl"
+
+
+def _kafka(settings: Settings) -> Transport | None:
+    bootstrap = settings.kafka_bootstrap
+    try:
+        ensure_topic(bootstrap, settings.lineage_topic, partitions=1, timeout=BROKER_TIMEOUT_SECONDS)
+    except BrokerError as exc:
+        log.warning("OpenLineage events are not sent: no broker answers at %s (%s); LAKEHOUSE_LINEAGE says where "
+                    "they go", bootstrap, exc)
+        return None
+    config = {"bootstrap.servers": bootstrap, "message.timeout.ms": str(int(FLUSH_SECONDS * 1000)),
+              "client.id": "lakehouse-lineage", "logger": LIBRDKAFKA_LOG}  # librdkafka's lines: not on stderr
+    return KafkaTransport(KafkaConfig(config=config, topic=settings.lineage_topic, flush=False))
+
+
+def _transport(settings: Settings) -> Transport | None:
+    if settings.lineage == "off":
+        return None
+    if settings.lineage == "kafka":
+        return _kafka(settings)
+    if settings.lineage == "file":
+        path = events_file(settings)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileTransport(FileConfig(log_file_path=str(path), append=True))
+    return HttpTransport(HttpConfig(url=settings.lineage, timeout=HTTP_TIMEOUT_SECONDS))
+
+
+class Emitter:
+    """This process's OpenLineage client (None: lineage off or unreachable)."""
+
+    def __init__(self, settings: Settings):
+        transport = _transport(settings)
+        self.client = OpenLineageClient(transport=transport) if transport is not None else None
+        self.where = settings.lineage
+
+    def emit(self, event: RunEvent) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.emit(event)
+        except Exception as exc:  # an endpoint down: said once, the job goes on
+            log.warning("OpenLineage events are not sent any more (%s: %s)", self.where, exc)
+            self.client = None
+
+    def flush(self) -> None:
+        """Wait, at most FLUSH_SECONDS, for the events sent in the background (Kafka) to be delivered."""
+        transport = self.client.transport if self.client is not None else None
+        if isinstance(transport, KafkaTransport) and not transport.wait_for_completion(FLUSH_SECONDS):
+            log.warning("OpenLineage events were not all delivered to %s within %.0f s", self.where, FLUSH_SECONDS)
+
+
+_emitters: dict[tuple[str, str, str], Emitter] = {}
+_lock = threading.Lock()
+
+
+def emitter(settings: Settings) -> Emitter:
+    """The process's emitter for these settings' destination (made at the first call)."""
+    key = (settings.lineage, settings.lineage_topic, settings.kafka_bootstrap if settings.lineage == "kafka" else
+           str(settings.local))
+    with _lock:
+        if key not in _emitters:
+            _emitters[key] = Emitter(settings)
+        return _emitters[key]
+
+
+class JobRun:
+    """One run of a job as OpenLineage sees it: START when made, then COMPLETE, FAIL or ABORT at :meth:`end`."""
+
+    def __init__(self, settings: Settings, registry: Registry, job_id: str, live: bool):
+        self.settings, self.job_id, self.live = settings, job_id, live
+        self.run_id = str(generate_new_uuid())
+        self.emitter = emitter(settings)
+        self._emit(registry, "START")
+
+    def _emit(self, registry: Registry, state: str, error: str | None = None) -> None:
+        if self.emitter.client is None:
+            return
+        try:
+            event = run_event(self.settings, registry, self.job_id, state, self.run_id, live=self.live, error=error)
+        except Exception:  # an event the registry cannot describe: said, the job goes on
+            log.exception("job=%s: its OpenLineage %s event was not built", self.job_id, state)
+            return
+        self.emitter.emit(event)
+
+    def end(self, registry: Registry, failure: BaseException | None = None) -> None:
+        """The run ended: COMPLETE, FAIL (an error) or ABORT (interrupted); its events delivered (Kafka: waited for
+        at most FLUSH_SECONDS)."""
+        if failure is None:
+            self._emit(registry, "COMPLETE")
+        elif isinstance(failure, Exception):
+            self._emit(registry, "FAIL", f"{type(failure).__name__}: {failure}")
+        else:
+            self._emit(registry, "ABORT")
+        self.emitter.flush()
