@@ -12,7 +12,8 @@ from tests.support.helpers import REPO
 PACKAGES = ("include", "spark_jobs", "dags")
 # Libraries whose import costs time or memory a DAG file's parse, the CLI's start or a light process should not pay.
 HEAVY = {"airflow", "boto3", "botocore", "confluent_kafka", "delta", "deltalake", "duckdb", "great_expectations",
-         "matplotlib", "numpy", "pandas", "psycopg2", "py4j", "pyarrow", "pyspark", "selenium", "sqlalchemy"}
+         "matplotlib", "numpy", "openlineage", "pandas", "psycopg2", "py4j", "pyarrow", "pyspark", "selenium",
+         "sqlalchemy"}
 
 
 @cache

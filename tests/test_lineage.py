@@ -9,6 +9,8 @@ import time
 import uuid
 from dataclasses import replace
 
+import pytest
+
 from include.cli import main
 from include.lineage.emitter import JobRun
 from include.lineage.graph import ROWS, dataset_of, job_lineage, lineages, table_lineage
@@ -155,3 +157,40 @@ def test_events_reach_the_lineage_topic_on_the_products_broker(settings, registr
         delete_topics(kafka_broker, [topic])
     assert [(e.run.runId, e.eventType.value) for e in received] == [(run_id, "START"), (run_id, "COMPLETE")]
     assert received[1].outputs[0].name == "gold.user_activity_5m"
+
+
+@pytest.mark.airflow
+def test_the_operators_tell_airflows_openlineage_provider_what_their_task_read_and_wrote(settings, registry,
+                                                                                         lakehouse_root):
+    """Through the provider's own extractor (it calls the operators' get_openlineage_facets_on_complete): a job's
+    task its datasets as the drivers name them, a checkpoint action's the jobs it named, a quality task's tables with
+    their checks' latest results as dataQualityAssertions."""
+    from airflow.providers.openlineage.extractors.base import DefaultExtractor
+
+    from include.airflow.operators import (
+        CheckpointOperator,
+        LakehouseSparkSubmitOperator,
+        QualityCheckOperator,
+    )
+    from include.quality import run_quality
+    from tests.support.quality_data import make_tables
+
+    def lineage(operator):
+        found = DefaultExtractor(operator).extract_on_complete(None)
+        return [d.name for d in found.inputs], [d.name for d in found.outputs], found
+
+    job = LakehouseSparkSubmitOperator(task_id="gold", job_id=JOB, trigger="available-now", settings=settings)
+    read, written, found = lineage(job)
+    assert (read, written) == (["silver.clickstream"], ["gold.user_activity_5m"])
+    assert found.outputs[0].facets["columnLineage"].fields["total_value"].inputFields[0].field == "value"
+    action = CheckpointOperator(task_id="reset", settings=settings)
+    action.application_args = ["repartition", JOB, "--actor", "someone"]
+    assert lineage(action)[:2] == (["silver.clickstream"], ["gold.user_activity_5m"])
+
+    make_tables(settings, registry, lambda rows: rows.append(dict(rows[3])))  # a duplicate window
+    run_quality(settings, registry, [GOLD])
+    quality = QualityCheckOperator(task_id="quality", tables=[GOLD], writers={GOLD: [JOB]})
+    read, written, found = lineage(quality)
+    assert (read, written) == (["gold.user_activity_5m"], [])
+    assertions = {a.assertion: a.success for a in found.inputs[0].inputFacets["dataQualityAssertions"].assertions}
+    assert assertions["unique_windows"] is False and assertions["window_size"] is True

@@ -29,7 +29,7 @@ from include.ops.launch import (
 from include.records import job_requests, lease, run_outcomes
 from include.records.heartbeats import read_heartbeat
 from include.registry import ResourcesSpec, load_registry
-from include.settings import Settings
+from include.settings import Settings, load_settings
 from include.spark_session import READ_ONLY_EXTENSION, lakehouse_confs
 
 
@@ -53,7 +53,25 @@ def stop_then_kill(operator: SparkSubmitOperator, settings: Settings, job_ids: l
                                  settings.stop_grace_seconds)
 
 
-class SharedDriverOperator(SparkSubmitOperator):
+class ReportsJobLineage:
+    """What Airflow's OpenLineage provider asks a task when it ends (apache-airflow-providers-openlineage, when its
+    `[openlineage]` section configures a transport): the datasets of the jobs it ran (include/airflow/lineage.py)."""
+
+    lakehouse_settings: Settings
+
+    def lineage_jobs(self) -> list[str]:
+        raise NotImplementedError
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        from include.airflow.lineage import jobs_lineage
+
+        return jobs_lineage(self.lakehouse_settings, self.lineage_jobs())
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self.get_openlineage_facets_on_complete(task_instance)
+
+
+class SharedDriverOperator(ReportsJobLineage, SparkSubmitOperator):
     """`run_jobs`: spark-submit of the run's selected jobs in one Spark application, one after another in dependency
     order (`run_job.py <job>... --outcomes DIR`): one driver start for the backfill instead of one per job.
 
@@ -105,8 +123,11 @@ class SharedDriverOperator(SparkSubmitOperator):
         stop_then_kill(self, self.lakehouse_settings, self.running)
         super().on_kill()
 
+    def lineage_jobs(self) -> list[str]:
+        return self.running
 
-class LakehouseSparkSubmitOperator(SparkSubmitOperator):
+
+class LakehouseSparkSubmitOperator(ReportsJobLineage, SparkSubmitOperator):
     """A registry job's task: done when its job ran in the run's shared driver (`run_jobs`); otherwise (a retry, a
     job `run_jobs` did not finish, or one not in it) spark-submit of that one job (`include.ops.launch`), on
     connection `spark_default`.
@@ -124,6 +145,9 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
                          **kwargs)
         self.job_id = job_id
         self.lakehouse_settings = settings
+
+    def lineage_jobs(self) -> list[str]:
+        return [self.job_id]
 
     def execute(self, context):
 
@@ -211,7 +235,7 @@ class CatalogSqlOperator(SparkSqlOperator):
 SQL_CONN_ID = "lakehouse_sql"  # include/airflow/connections.json
 
 
-class CheckpointOperator(SparkSubmitOperator):
+class CheckpointOperator(ReportsJobLineage, SparkSubmitOperator):
     """spark-submit of a checkpoint command (`spark_jobs/entrypoints/checkpoint_action.py`) with the arguments the
     `plan` task built from the run's params (`planned[args_key]`; skipped when it holds none), the run as the
     audited actor. A dry run needs no Spark: it runs in the task itself."""
@@ -235,6 +259,11 @@ class CheckpointOperator(SparkSubmitOperator):
             run_request(self.lakehouse_settings, parse_request(self.application_args))
             return None
         return super().execute(context)
+
+    def lineage_jobs(self) -> list[str]:
+        """The jobs the action named (what it reset: their tables and checkpoints); none when it did not run."""
+        registry = load_registry(self.lakehouse_settings.registry_path)
+        return [a for a in (getattr(self, "application_args", None) or []) if a in registry.jobs]
 
 
 class QualityReportLink(BaseOperatorLink):
@@ -272,7 +301,17 @@ class QualityCheckOperator(BaseOperator):
         self.log.info("the report is also this task's Details tab → Extra Links → \"%s\" (Airflow opens it in this "
                       "tab; the report links back to this task) and Browse → Data quality reports (a new tab)",
                       QualityReportLink.name)
+        self.validated = tables
         if failures:
             raise AirflowException(f"blocking data-quality failures: {', '.join(failures)}; "
                                    f"report: {data_docs_url(page)}")
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """Airflow's OpenLineage provider: the tables validated, with their checks' results as assertions."""
+        from include.airflow.lineage import quality_lineage
+
+        return quality_lineage(load_settings(), getattr(self, "validated", self.tables))
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self.get_openlineage_facets_on_complete(task_instance)

@@ -13,17 +13,8 @@ import os
 import threading
 from pathlib import Path
 
-from openlineage.client import OpenLineageClient
-from openlineage.client.event_v2 import RunEvent
-from openlineage.client.transport.file import FileConfig, FileTransport
-from openlineage.client.transport.http import HttpConfig, HttpTransport
-from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
-from openlineage.client.transport.transport import Transport
-from openlineage.client.uuid import generate_new_uuid
-
 from include.kafka.broker import LIBRDKAFKA_LOG, BrokerError
 from include.kafka.produce import ensure_topic
-from include.lineage.events import run_event
 from include.registry import Registry
 from include.settings import Settings
 
@@ -39,7 +30,9 @@ def events_file(settings: Settings) -> Path:
     return settings.local / "_lineage" / f"openlineage-{os.getpid()}.jsonl"
 
 
-def _kafka(settings: Settings) -> Transport | None:
+def _kafka(settings: Settings):
+    from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
+
     bootstrap = settings.kafka_bootstrap
     try:
         ensure_topic(bootstrap, settings.lineage_topic, partitions=1, timeout=BROKER_TIMEOUT_SECONDS)
@@ -52,7 +45,12 @@ def _kafka(settings: Settings) -> Transport | None:
     return KafkaTransport(KafkaConfig(config=config, topic=settings.lineage_topic, flush=False))
 
 
-def _transport(settings: Settings) -> Transport | None:
+def _transport(settings: Settings):
+    """The client's transport for LAKEHOUSE_LINEAGE (None: off, or no broker). OpenLineage's client is imported here
+    only (a second to import): a driver with lineage off never loads it."""
+    from openlineage.client.transport.file import FileConfig, FileTransport
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
     if settings.lineage == "off":
         return None
     if settings.lineage == "kafka":
@@ -68,11 +66,16 @@ class Emitter:
     """This process's OpenLineage client (None: lineage off or unreachable)."""
 
     def __init__(self, settings: Settings):
-        transport = _transport(settings)
-        self.client = OpenLineageClient(transport=transport) if transport is not None else None
+        transport = None if settings.lineage == "off" else _transport(settings)
+        if transport is not None:
+            from openlineage.client import OpenLineageClient
+
+            self.client = OpenLineageClient(transport=transport)
+        else:
+            self.client = None
         self.where = settings.lineage
 
-    def emit(self, event: RunEvent) -> None:
+    def emit(self, event) -> None:
         if self.client is None:
             return
         try:
@@ -84,7 +87,7 @@ class Emitter:
     def flush(self) -> None:
         """Wait, at most FLUSH_SECONDS, for the events sent in the background (Kafka) to be delivered."""
         transport = self.client.transport if self.client is not None else None
-        if isinstance(transport, KafkaTransport) and not transport.wait_for_completion(FLUSH_SECONDS):
+        if getattr(transport, "kind", None) == "kafka" and not transport.wait_for_completion(FLUSH_SECONDS):
             log.warning("OpenLineage events were not all delivered to %s within %.0f s", self.where, FLUSH_SECONDS)
 
 
@@ -107,13 +110,19 @@ class JobRun:
 
     def __init__(self, settings: Settings, registry: Registry, job_id: str, live: bool):
         self.settings, self.job_id, self.live = settings, job_id, live
-        self.run_id = str(generate_new_uuid())
         self.emitter = emitter(settings)
+        self.run_id = ""
+        if self.emitter.client is not None:
+            from openlineage.client.uuid import generate_new_uuid  # a UUIDv7, as the spec asks of a run id
+
+            self.run_id = str(generate_new_uuid())
         self._emit(registry, "START")
 
     def _emit(self, registry: Registry, state: str, error: str | None = None) -> None:
         if self.emitter.client is None:
             return
+        from include.lineage.events import run_event
+
         try:
             event = run_event(self.settings, registry, self.job_id, state, self.run_id, live=self.live, error=error)
         except Exception:  # an event the registry cannot describe: said, the job goes on

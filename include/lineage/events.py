@@ -62,10 +62,10 @@ def _column_lineage(settings: Settings, columns: dict[str, ColumnLineage]) -> Co
     return ColumnLineageDatasetFacet(fields=fields)
 
 
-def run_event(settings: Settings, registry: Registry, job_id: str, state: str, run_id: str, *, live: bool,
-              error: str | None = None) -> RunEvent:
-    """The event of the job's run `run_id` in `state` (START, COMPLETE, FAIL, ABORT), its inputs and outputs with
-    their schemas and, written tables, their columns' lineage; a FAIL carries its error's first lines."""
+def job_datasets(settings: Settings, registry: Registry, job_id: str) -> tuple[list[InputDataset],
+                                                                               list[OutputDataset]]:
+    """What the job reads and writes, as OpenLineage datasets: each with its schema, each written table with its
+    columns' lineage (the drivers' events and the Airflow operators' lineage both say it so)."""
     lineage, job = job_lineage(registry, job_id), registry.job(job_id)
     read: dict[str, dict[str, str]] = {}
     for source in job.sources:
@@ -78,6 +78,14 @@ def run_event(settings: Settings, registry: Registry, job_id: str, state: str, r
                                      **({"columnLineage": _column_lineage(settings, lineage.columns[table])}
                                         if lineage.columns.get(table) else {})})
                for table in lineage.outputs]
+    return inputs, outputs
+
+
+def run_event(settings: Settings, registry: Registry, job_id: str, state: str, run_id: str, *, live: bool,
+              error: str | None = None) -> RunEvent:
+    """The event of the job's run `run_id` in `state` (START, COMPLETE, FAIL, ABORT), with its datasets
+    (:func:`job_datasets`); a FAIL carries its error's first lines."""
+    inputs, outputs = job_datasets(settings, registry, job_id)
     run_facets = {"errorMessage": ErrorMessageRunFacet(message=error[:4000], programmingLanguage="PYTHON")} \
         if error else {}
     job_facets = {"jobType": JobTypeJobFacet(processingType="STREAMING" if live else "BATCH",
