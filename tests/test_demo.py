@@ -310,8 +310,10 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
             assert found[("lakehouse_table_files", (("table", table),))] == len(delta_store.open_table(path).file_uris())
             if table == job.sink.quarantine_table:
                 assert found[("lakehouse_job_quarantined_rows_total", label)] == delta_store.count_rows(path)
-    # a Kafka-fed job's lag, when its broker answers at the scrape: the backfill read every message
-    assert all(v == 0 for k, v in found.items() if k[0] == "lakehouse_kafka_lag_messages"), found
+    # a Kafka-fed job's lag, when its broker answers at the scrape: the backfill read every payment (the change data
+    # capture may have published more changes of the shop since)
+    lags = {dict(k[1])["job"]: v for k, v in found.items() if k[0] == "lakehouse_kafka_lag_messages"}
+    assert lags.get("bronze_payments", 0) == 0 and all(v >= 0 for v in lags.values()), lags
     assert ("lakehouse_table_last_commit_timestamp_seconds", (("table", "gold/user_activity_5m"),)) in found
     for table, spec in quality_tables(registry).items():  # the demo's quality run: every suite passes
         assert found[("lakehouse_quality_failing_checks", (("severity", "blocking"), ("table", table)))] == 0, table

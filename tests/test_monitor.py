@@ -130,15 +130,16 @@ def test_a_notification_is_recorded_once_per_alert_and_status_and_a_bad_one_is_r
 
 
 def _gold_alone_live(raw: dict, path) -> object:
-    """The registry with gold_user_activity_5m the only live job: a 1-s trigger, a 1-s backoff, an 8-s freshness goal (longer than
-    Alertmanager's 4-s group interval here: a commit keeps the table fresh until its resolution is sent)."""
+    """The registry with gold_user_activity_5m the only live job: a 1-s trigger, a 1-s backoff (the job-down alert's
+    `for`: 2 intervals), a 14-s freshness goal (a commit keeps the table fresh 15 s, longer than the evaluation and
+    Alertmanager's group interval that send its resolution)."""
     for job_id, job in raw["jobs"].items():
         job["live"] = job_id == JOB
     raw["jobs"][JOB]["triggers"] = {"live": "processing-time=1 second"}
-    raw["jobs"][JOB]["supervision"] = {"backoff_seconds": 1}  # the job-down alert's `for`: 2 intervals then
+    raw["jobs"][JOB]["supervision"] = {"backoff_seconds": 1}
     # a goal the synthetic windows (10 minutes behind silver) miss: a warning here, so that only the duplicate below
     # fails the suite
-    raw["jobs"][JOB]["quality"] = {"freshness_lag": "8 seconds", "severity": {"freshness": "warning"}}
+    raw["jobs"][JOB]["quality"] = {"freshness_lag": "14 seconds", "severity": {"freshness": "warning"}}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return build_registry(raw, path)
 
@@ -168,13 +169,14 @@ def test_stale_and_failing_tables_page_through_prometheus_and_alertmanager_and_r
         wait_for(lambda: [t["health"] for t in prometheus(watched, "/api/v1/targets")["activeTargets"]] == ["up"], 30,
                  lambda: f"the endpoint up in Prometheus' targets: {prometheus(watched, '/api/v1/targets')}")
 
-        # the gold job is not running and its table had no commit since it was made, 8 s + 1 s ago at least
+        # the gold job is not running and its table had no commit since it was made, 14 s + 1 s ago at least
         wait_for(lambda: statuses(watched, "LakehouseTableStale", table_name=GOLD) == ["firing"], 60,
                  lambda: f"the stale alert in ops.alerts: {recorded_alerts(watched)}")
         wait_for(lambda: statuses(watched, "LakehouseJobDown", job=JOB) == ["firing"], 60, "the job-down alert")
         table = settings.layout.table(GOLD)
         version = delta_store.latest_version(table)
-        assert list(value(watched, f'lakehouse_table_version{{table="{GOLD}"}}').values()) == [version]
+        wait_for(lambda: list(value(watched, f'lakehouse_table_version{{table="{GOLD}"}}').values()) == [version], 30,
+                 "Prometheus' sample of the table's version")
 
         # a duplicate row, committed: the table is fresh again, and its validation fails
         clean = delta_store.read_table(table, version=version)
