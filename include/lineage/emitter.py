@@ -106,20 +106,28 @@ def emitter(settings: Settings) -> Emitter:
 
 
 class JobRun:
-    """One run of a job as OpenLineage sees it: START when made, then COMPLETE, FAIL or ABORT at :meth:`end`."""
+    """One run of a job as OpenLineage sees it: START when made, then COMPLETE, FAIL or ABORT at :meth:`end`.
+
+    The START is sent from a thread of its own: a driver's first event loads OpenLineage's client and reaches the
+    broker (about a second), which the run does not wait for; :meth:`end` waits for it (at most FLUSH_SECONDS)."""
 
     def __init__(self, settings: Settings, registry: Registry, job_id: str, live: bool):
         self.settings, self.job_id, self.live = settings, job_id, live
-        self.emitter = emitter(settings)
+        self.emitter: Emitter | None = None
         self.run_id = ""
+        self._started = threading.Thread(target=self._start, args=(registry,), name="openlineage-start", daemon=True)
+        self._started.start()
+
+    def _start(self, registry: Registry) -> None:
+        self.emitter = emitter(self.settings)
         if self.emitter.client is not None:
             from openlineage.client.uuid import generate_new_uuid  # a UUIDv7, as the spec asks of a run id
 
             self.run_id = str(generate_new_uuid())
-        self._emit(registry, "START")
+            self._emit(registry, "START")
 
     def _emit(self, registry: Registry, state: str, error: str | None = None) -> None:
-        if self.emitter.client is None:
+        if self.emitter is None or self.emitter.client is None:
             return
         from include.lineage.events import run_event
 
@@ -133,10 +141,16 @@ class JobRun:
     def end(self, registry: Registry, failure: BaseException | None = None) -> None:
         """The run ended: COMPLETE, FAIL (an error) or ABORT (interrupted); its events delivered (Kafka: waited for
         at most FLUSH_SECONDS)."""
+        self._started.join(FLUSH_SECONDS)
+        if self._started.is_alive():
+            log.warning("job=%s: its OpenLineage START was not sent within %.0f s; no end event either", self.job_id,
+                        FLUSH_SECONDS)
+            return
         if failure is None:
             self._emit(registry, "COMPLETE")
         elif isinstance(failure, Exception):
             self._emit(registry, "FAIL", f"{type(failure).__name__}: {failure}")
         else:
             self._emit(registry, "ABORT")
-        self.emitter.flush()
+        if self.emitter is not None:
+            self.emitter.flush()
