@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -22,6 +23,8 @@ from include.storage.paths import StoragePath
 log = logging.getLogger(__name__)
 
 BROKER_TIMEOUT_SECONDS = 3.0  # a scrape answers without the lag rather than late
+BROKER_RETRY_SECONDS = 60.0  # a broker that did not answer is asked again after this long (not at every scrape)
+_silent_until: dict[str, float] = {}  # bootstrap -> when to ask it again
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class Lag:
 def kafka_lags(settings: Settings, registry: Registry) -> list[Lag]:
     """Per Kafka-fed job (its CDC topics too) that has read, per topic partition: messages on the broker its
     checkpoint has not read yet. Each broker is asked once; one that does not answer is logged and leaves its jobs
-    out."""
+    out, and is not asked again for BROKER_RETRY_SECONDS (a scrape stays quick while it is down)."""
     positions: dict[str, dict[str, dict[int, int]]] = {}  # job -> what its checkpoint read up to
     wanted: dict[str, dict[str, list[str]]] = {}  # bootstrap -> topic -> the jobs reading it
     for job_id in registry.order:
@@ -81,11 +84,14 @@ def kafka_lags(settings: Settings, registry: Registry) -> list[Lag]:
                 wanted.setdefault(bootstrap, {}).setdefault(topic, []).append(job_id)
     lags: list[Lag] = []
     for bootstrap, topics in wanted.items():
+        if time.monotonic() < _silent_until.get(bootstrap, 0.0):
+            continue
         try:
             ranges = topic_ranges(bootstrap, tuple(topics), timeout=BROKER_TIMEOUT_SECONDS)
         except BrokerError as exc:
-            log.warning("metrics: the Kafka lag of %s is not known (%s)", ", ".join(sorted(
-                {j for jobs in topics.values() for j in jobs})), exc)
+            _silent_until[bootstrap] = time.monotonic() + BROKER_RETRY_SECONDS
+            log.warning("metrics: the Kafka lag of %s is not known (%s); asked again in %.0f s", ", ".join(sorted(
+                {j for jobs in topics.values() for j in jobs})), exc, BROKER_RETRY_SECONDS)
             continue
         for topic, partitions in ranges.items():
             for job_id in topics[topic]:
