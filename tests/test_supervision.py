@@ -100,6 +100,7 @@ def test_crash_and_stall_are_restarted_and_processing_goes_on(live, tmp_path, mo
     """Each JVM start costs seconds, so one job lives through three: start, stall + restart, kill -9 + restart (the
     rules of the restart counter, each case: test_progress_after_a_restart_resets_the_counter)."""
     settings, registry = live
+    monkeypatch.setenv("LAKEHOUSE_DRIVER_METRICS", "1")  # its drivers serve Spark's metrics: Prometheus finds them
     first = generate(settings, events=300, seed=61, files=2)
     assert supervisor.supervise_job(settings, registry, JOB, run_id="r1") == "started"
     wait_for(lambda: landed(settings) == first.lines, 120, "the first files in bronze")
