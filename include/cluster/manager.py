@@ -205,7 +205,7 @@ def _up_monitor(started: Started) -> None:
         lines = monitor.up(started.settings)
     except MonitorError as exc:
         raise ClusterError(f"monitor: {exc}") from exc
-    if not lines[0].startswith(f"{monitor.ENDPOINT.name}: already answers"):
+    if not lines[0].startswith((f"{monitor.ENDPOINT.name}: already answers", f"{monitor.ENDPOINT.name}: runs")):
         started.parts.append("monitor")
 
 

@@ -23,6 +23,7 @@ from include.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # Alertmanager's notifications are kilobytes
+READY_PATH = "/-/ready"  # answers at once (a scrape reads every record: seconds on a busy machine)
 
 
 def _handler(settings: Settings) -> type[BaseHTTPRequestHandler]:
@@ -31,6 +32,9 @@ def _handler(settings: Settings) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.split("?")[0] == READY_PATH:  # `monitor up` / `status` ask it: no collection behind it
+                self._reply(HTTPStatus.OK, "ready\n")
+                return
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self._reply(HTTPStatus.NOT_FOUND, "not found: GET /metrics, POST /alerts\n")
                 return

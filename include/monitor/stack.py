@@ -45,7 +45,7 @@ class Part:
         return Daemon(self.name, files.home / f"{stem}.pid", files.home / f"{stem}.log")
 
 
-ENDPOINT = Part("metrics endpoint", (), "/metrics")
+ENDPOINT = Part("metrics endpoint", (), "/-/ready")  # as Prometheus' and Alertmanager's (include/monitor/endpoint.py)
 PROMETHEUS = Part("prometheus", ("prometheus",), "/-/ready")
 ALERTMANAGER = Part("alertmanager", ("prometheus-alertmanager", "alertmanager"), "/-/ready")
 PARTS = (ENDPOINT, ALERTMANAGER, PROMETHEUS)  # started in this order, stopped in the reverse
@@ -108,6 +108,8 @@ def _start(settings: Settings, files: MonitorFiles, part: Part) -> str:
         return f"{part.name}: already answers at {_base_url(settings, part)}" + (
             "" if part is ENDPOINT else " (reloaded)")
     host, port = loopback(settings.metrics_bind), _port(settings, part)
+    if daemon.running_pid() is not None:  # ours, slow to answer (a loaded machine): not started twice
+        return f"{part.name}: runs (pid {daemon.running_pid()}) at {_base_url(settings, part)}, slow to answer"
     if port_taken(settings.metrics_bind, port):
         raise MonitorError(f"port {port} on {settings.metrics_bind} is taken by another program ({part.name}'s): free "
                            f"it, or set {_port_setting(part)}")
