@@ -99,8 +99,9 @@ def feed(settings, registry, stop: threading.Event, rounds: list[int]) -> None:
     malformed lines stay), and rounds that do not overlap (a round's payments come up to 105 minutes after its first
     purchase), so a `dropped_by_watermark` problem would be the platform's, not the data's."""
     from include.cli import generate_into
+    from include.generator import generated_sources
 
-    sources = {j.source.name: j.source for j in registry.jobs.values() if j.source.kind in ("landing", "kafka")}
+    sources = generated_sources(registry)
     round_ = 0
     while not stop.is_set():
         start = DEFAULT_START + timedelta(hours=2 * round_)

@@ -114,8 +114,9 @@ class Soak:
 
     def feed(self) -> None:
         from include.cli import generate_into
+        from include.generator import generated_sources
 
-        sources = {j.source.name: j.source for j in self.registry.jobs.values() if j.source.kind in ("landing", "kafka")}
+        sources = generated_sources(self.registry)
         per_source = max(1, self.args.events_per_second * TICK_SECONDS // len(sources))
         number = 0
         while not self.stop.is_set():

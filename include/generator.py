@@ -264,6 +264,13 @@ LINE_GENERATORS = {"clickstream": generate_lines, "payments": generate_payment_l
 MESSAGE_KEYS = {"clickstream": "user_id", "payments": "order_id", "logins": "user_id", "service_logs": "service"}
 
 
+def generated_sources(registry) -> dict:
+    """{name: SourceSpec} of the registry's jobs' landing and Kafka sources this generator feeds (not a database's
+    changes, nor the lineage the drivers send themselves), by name."""
+    return {j.source.name: j.source for j in registry.jobs.values()
+            if j.source.kind in ("landing", "kafka") and j.source.cdc is None and j.source.name in LINE_GENERATORS}
+
+
 def generate(source: str, config: GeneratorConfig) -> tuple[list[str], Counter]:
     """The lines of `source` in arrival order, and how many of each kind."""
     if source not in LINE_GENERATORS:

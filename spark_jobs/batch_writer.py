@@ -61,7 +61,7 @@ def make_batch_writer(settings: Settings, job: JobSpec, written: Counter | None 
             else:
                 versions, gained = write_routes(settings, job, routes(job, written_batch, unread), rows_per_table,
                                                 batch_id, app_id, handles, guard)
-            batch_ledger.record(settings, job.id, app_id, batch_id, versions)
+            batch_ledger.record(settings, job.id, app_id, batch_id, versions, gained)
             guard()  # Spark writes the batch's commit next: a holder that lost its lease does not
             if written is not None:
                 written.update(gained)  # rows the tables really gained (the summary line's "rows out")

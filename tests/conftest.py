@@ -16,6 +16,8 @@ from include.registry import load_registry
 from include.settings import Settings, load_settings
 from tests.support.kafka import delete_topics
 
+LINEAGE_TOPIC = "lakehouse.lineage"  # LAKEHOUSE_LINEAGE_TOPIC's default, the registry's `lineage` source (test_lineage)
+
 # how the workers share the suite; its CPU; the CDC chain's session fixture (`cdc_chain`)
 pytest_plugins = ["tests.support.scheduling", "tests.support.cpu_profile", "tests.support.cdc"]
 
@@ -232,10 +234,10 @@ def demo(tmp_path_factory, airflow_db, kafka_broker) -> DemoRun:
 
     root = tmp_path_factory.mktemp("demo") / "lakehouse"
     env = {**os.environ, "LAKEHOUSE_ROOT": str(root), "PYSPARK_PYTHON": sys.executable,
-           "LAKEHOUSE_LINEAGE": "kafka", "LAKEHOUSE_LINEAGE_TOPIC": "demo.lineage"}  # the default transport
-    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY"):
+           "LAKEHOUSE_LINEAGE": "kafka"}  # the default transport, which the registry's ops_lineage reads
+    for name in ("LAKEHOUSE_TEST_KILL_AT", "LAKEHOUSE_BATCH_HOOKS", "LAKEHOUSE_REGISTRY", "LAKEHOUSE_LINEAGE_TOPIC"):
         env.pop(name, None)
-    delete_topics(kafka_broker, ["payments", "demo.lineage"])  # the demo's payments and lineage alone on their topics
+    delete_topics(kafka_broker, ["payments", LINEAGE_TOPIC])  # the demo's payments and lineage alone on their topics
     from airflow.models.asset import AssetActive
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session

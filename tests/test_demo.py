@@ -15,6 +15,7 @@ import pytest
 from include.quality import run_quality
 from include.quality.suites import quality_tables
 from include.storage import delta as delta_store
+from tests.conftest import LINEAGE_TOPIC
 from tests.support.helpers import REPO, arrival_order, gold_rows, run_cli
 from tests.support.oracle import expected_gold
 from tests.support.quality_data import recorded
@@ -118,7 +119,7 @@ def test_every_gold_table_passes_its_suite_with_a_page_per_result(demo, registry
         (settings.layout.data_docs / p).is_file() for p in report.pages[t]) for t, spec in specs.items()), report.pages
     assert {t for t, spec in specs.items() if len(report.pages[t]) == 1} == {
         "bronze/clickstream", "bronze/payments", "bronze/logins", "bronze/service_logs", "bronze/customers",
-        "bronze/orders"}
+        "bronze/orders", "ops/lineage"}
     assert report.report_page() == report.run_page and (settings.layout.data_docs / report.run_page).is_file()
     rows = recorded(settings, report.run_id)
     assert len(rows) == len(report.results) and all(r["success"] for r in rows)
@@ -167,10 +168,11 @@ def test_the_demo_on_s3_starts_its_store_and_equals_the_local_demo(demo, registr
     from tests.support.s3 import free_s3_port
 
     succeeded(demo)
-    delete_topics(kafka_broker, ["payments"])  # the demo produces its payments again, on an empty topic
+    # the demo produces its payments and its shop's changes again, on empty topics
+    delete_topics(kafka_broker, ["payments", *(s.cdc.topic for c in registry.cdc_sources().values() for s in c)])
     endpoint = f"http://127.0.0.1:{free_s3_port()}"
     env = {**demo.env, "LAKEHOUSE_ROOT": "s3://lakehouse-demo/demo", "LAKEHOUSE_S3_ENDPOINT": endpoint,
-           "LAKEHOUSE_LOCAL_DIR": str(tmp_path / "local")}
+           "LAKEHOUSE_LOCAL_DIR": str(tmp_path / "local"), "LAKEHOUSE_LINEAGE": "off"}  # the topic: the local demo's
     result = run_cli(["demo", "--events", "1500", "--files", "3", "--seed", "51", "--direct"], env, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"S3 server up at {endpoint}" in result.stderr and "S3 server stopped" in result.stderr, result.stderr
@@ -180,7 +182,10 @@ def test_the_demo_on_s3_starts_its_store_and_equals_the_local_demo(demo, registr
     try:
         assert up.returncode == 0, up.stderr
         local, on_s3 = summarize(demo.settings, registry), summarize(s3, registry)
-        assert [(t.table, t.rows, t.writer) for t in on_s3.tables] == [(t.table, t.rows, t.writer) for t in local.tables]
+        # ops/lineage: a row per run event on the topic (the local demo's; the local one's own START may come before
+        # or after its read of the topic)
+        assert [(t.table, t.rows, t.writer) for t in on_s3.tables if t.table != "ops/lineage"] == [
+            (t.table, t.rows, t.writer) for t in local.tables if t.table != "ops/lineage"]
         assert all(t.path.startswith("s3a://lakehouse-demo/demo/") for t in on_s3.tables)
         assert (on_s3.state_rows, on_s3.quarantine_reasons) == (local.state_rows, local.quarantine_reasons)
         assert on_s3.quality == local.quality and all(not failed for _, failed in on_s3.quality.values())
@@ -310,6 +315,9 @@ def test_the_metrics_endpoint_says_what_the_backfill_recorded(demo, registry):
             assert found[("lakehouse_table_files", (("table", table),))] == len(delta_store.open_table(path).file_uris())
             if table == job.sink.quarantine_table:
                 assert found[("lakehouse_job_quarantined_rows_total", label)] == delta_store.count_rows(path)
+            if job.sink.mode == "append":  # what its writers' batches wrote (the ledger's rows_written) is all it holds
+                assert sum(found[("lakehouse_job_output_rows_total", (("job", w.id), ("table", table)))]
+                           for w in registry.writers_of(table)) == delta_store.count_rows(path), table
     # a Kafka-fed job's lag, when its broker answers at the scrape: the backfill read every payment (the change data
     # capture may have published more changes of the shop since)
     lags = {dict(k[1])["job"]: v for k, v in found.items() if k[0] == "lakehouse_kafka_lag_messages"}
@@ -338,7 +346,7 @@ def test_the_backfill_sent_a_run_per_job_to_the_lineage_topic_that_openlineages_
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     events, deadline = [], time.monotonic() + 60
     try:
-        consumer.subscribe(["demo.lineage"])
+        consumer.subscribe([LINEAGE_TOPIC])
         while len(events) < 2 * len(registry.jobs) and time.monotonic() < deadline:
             message = consumer.poll(1.0)
             if message is not None and message.error() is None:
@@ -360,7 +368,54 @@ def test_the_backfill_sent_a_run_per_job_to_the_lineage_topic_that_openlineages_
         tables = [catalog_name(t) for t in lineage.outputs]
         assert [d.name for d in run[1].outputs] == tables
         assert [d.name for d in run[1].inputs] == [named(d) for d in lineage.inputs]
+    # each names the Airflow task that ran it (`run_jobs`) as its parent, and the DAG run as its root, by the ids Airflow's
+    # OpenLineage provider gives them
+    from airflow.models.dagrun import DagRun
+    from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.run_id == demo.run_id))
+        when, clear_number = dag_run.logical_date or dag_run.run_after, dag_run.clear_number
+    task_run = OpenLineageAdapter.build_task_instance_run_id("lakehouse_backfill", "run_jobs", 1, when, -1)
+    dag_run_id = OpenLineageAdapter.build_dag_run_id("lakehouse_backfill", when, clear_number)
+    for event in events:
+        parent = event.run.facets["parent"]
+        assert (parent.job.name, parent.run.runId, parent.root.job.name, parent.root.run.runId) == (
+            "lakehouse_backfill.run_jobs", task_run, "lakehouse_backfill", dag_run_id), event.job.name
     [gold] = [r[1] for r in runs.values() if r[0].job.name == "gold_user_activity_5m"]
     assert [d.name for d in gold.inputs] == ["silver.clickstream"]
     fields = gold.outputs[0].facets["columnLineage"].fields
     assert [(f.name, f.field) for f in fields["total_value"].inputFields] == [("silver.clickstream", "value")]
+
+# What wrote a table, from what, which columns: ops.lineage as docs/operations/lineage.md asks it
+WRITERS_OF = """
+SELECT get_json_object(job, '$.name') AS job,
+       transform(from_json(inputs, 'array<struct<name: string>>'), d -> d.name) AS reads,
+       from_json(get_json_object(outputs, '$[0].facets.columnLineage.fields'),
+                 'map<string, struct<inputFields: array<struct<name: string, field: string>>>>') AS columns
+FROM ops.lineage
+WHERE eventType = 'COMPLETE' AND get_json_object(outputs, '$[0].name') = '{table}'
+"""
+
+
+def test_ops_lineage_answers_what_wrote_a_gold_table_from_what_and_which_columns(demo, registry, spark):
+    """The registry's ops_lineage ran last in the backfill and ingested every other job's run from the lineage topic:
+    SQL on it walks gold.user_activity_5m up to silver.clickstream and bronze.clickstream, with the columns."""
+    succeeded(demo)
+    lineage, quarantine = (demo.settings.layout.table(t) for t in ("ops/lineage", "ops/lineage_quarantine"))
+    spark.read.format("delta").load(lineage.uri).createOrReplaceTempView("ops_lineage_demo")
+    assert delta_store.count_rows(quarantine) == 0  # every message an event
+
+    def writers(table: str) -> list:
+        return spark.sql(WRITERS_OF.format(table=table).replace("ops.lineage", "ops_lineage_demo")).collect()
+
+    [gold] = writers("gold.user_activity_5m")
+    assert (gold.job, gold.reads) == ("gold_user_activity_5m", ["silver.clickstream"])
+    assert [(f.name, f.field) for f in gold.columns["total_value"].inputFields] == [("silver.clickstream", "value")]
+    [silver] = writers("silver.clickstream")
+    assert (silver.job, silver.reads) == ("silver_clickstream", ["bronze.clickstream"])
+    completed = spark.sql("SELECT DISTINCT get_json_object(job, '$.name') AS job FROM ops_lineage_demo "
+                          "WHERE eventType = 'COMPLETE'").collect()
+    assert sorted(r.job for r in completed) == sorted(registry.order[:-1])  # every run before its own

@@ -123,6 +123,22 @@ def test_a_runs_events_name_tables_as_the_catalog_does_with_their_schemas_and_co
     assert said[0]["run"]["facets"]["errorMessage"]["message"] == "RuntimeError: the broker went away"
 
 
+def test_a_driver_started_by_an_airflow_task_names_it_as_its_runs_parent():
+    """OPENLINEAGE_PARENT_ID / OPENLINEAGE_ROOT_PARENT_ID (`namespace/job/run id`, as the operators pass the provider's
+    ids: tests/test_demo.py checks them on the demo's run) become the `parent` facet; the root is the parent when not
+    given; an id not of three parts is no parent."""
+    from include.lineage.events import parent_facet
+
+    task, dag = str(uuid.uuid4()), str(uuid.uuid4())
+    facet = parent_facet({"OPENLINEAGE_PARENT_ID": f"default/lakehouse_backfill.run_jobs/{task}",
+                          "OPENLINEAGE_ROOT_PARENT_ID": f"default/lakehouse_backfill/{dag}"})
+    assert (facet.job.namespace, facet.job.name, facet.run.runId) == ("default", "lakehouse_backfill.run_jobs", task)
+    assert (facet.root.job.name, facet.root.run.runId) == ("lakehouse_backfill", dag)
+    alone = parent_facet({"OPENLINEAGE_PARENT_ID": f"team/nightly.load/{task}"})
+    assert (alone.root.job.name, alone.root.run.runId) == ("nightly.load", task)
+    assert parent_facet({"OPENLINEAGE_PARENT_ID": "default/only-two"}) is None and parent_facet({}) is None
+
+
 def test_no_event_when_off_and_a_driver_without_its_broker_says_so_once_without_waiting(settings, registry, caplog):
     from include.daemons import free_port_block
 
@@ -157,6 +173,24 @@ def test_events_reach_the_lineage_topic_on_the_products_broker(settings, registr
         delete_topics(kafka_broker, [topic])
     assert [(e.run.runId, e.eventType.value) for e in received] == [(run_id, "START"), (run_id, "COMPLETE")]
     assert received[1].outputs[0].name == "gold.user_activity_5m"
+
+
+def test_the_registrys_lineage_job_reads_the_default_topic_into_ops_lineage(registry):
+    """`ops_lineage` ingests what the drivers send by default (the topic of LAKEHOUSE_LINEAGE_TOPIC's default) into the
+    table the catalog names `ops.lineage`, last in a backfill (after every run it records); an event's nested parts
+    kept whole as JSON (the demo's backfill fills it: tests/test_demo.py)."""
+    from include.catalog_client.tables import catalog_name, named_tables
+    from include.settings import SETTINGS, load_settings
+    from tests.conftest import LINEAGE_TOPIC
+
+    [default] = [s.default for s in SETTINGS if s.name == "LAKEHOUSE_LINEAGE_TOPIC"]
+    job = registry.job("ops_lineage")
+    assert job.source.kafka.topics == (default,) == (LINEAGE_TOPIC,)
+    assert registry.order[-1] == "ops_lineage" and job.sink.table == "ops/lineage"
+    assert {"ops.lineage", "ops.lineage_quarantine"} <= {t.name for t in named_tables(load_settings(), registry)}
+    assert catalog_name(job.sink.table) == "ops.lineage"
+    assert {c: t for c, t in job.output_schema.items() if t == "json"} == dict.fromkeys(
+        ("job", "run", "inputs", "outputs"), "json")
 
 
 @pytest.mark.airflow

@@ -18,7 +18,7 @@ def test_real_registry_loads_in_dependency_order(registry):
                               "gold_order_payments", "bronze_logins", "silver_logins", "gold_fraud_alerts",
                               "bronze_service_logs", "silver_service_logs", "gold_stale_services",
                               "bronze_customers", "silver_customers", "silver_customers_history", "bronze_orders",
-                              "silver_orders", "gold_customer_order_totals")
+                              "silver_orders", "gold_customer_order_totals", "ops_lineage")
     assert registry.upstream("gold_user_activity_1h") == ["silver_clickstream"]
     assert registry.upstream("gold_order_payments") == ["silver_clickstream", "silver_payments"]
     assert registry.job("gold_user_sessions").output_schema == {
@@ -195,7 +195,7 @@ def test_decimal_columns_carry_their_precision_and_scale_through_the_jobs(raw):
         assert f"source 'clickstream': schema: column {column!r}: {named!r}: a decimal's precision is 1 to 38 and " \
                "its scale 0 to the precision" in found
     assert "source 'clickstream': schema: column 'vat': unknown type 'decimal(4)' (known: string, double, float, " \
-           "long, int, boolean, timestamp, date, decimal(p,s))" in found
+           "long, int, boolean, timestamp, date, json, decimal(p,s))" in found
 
 
 def test_running_aggregates_upsert_one_row_per_key(registry, raw):

@@ -7,18 +7,23 @@ loaded while the DAGs are parsed)."""
 
 from __future__ import annotations
 
+import logging
+
 from airflow.providers.openlineage.extractors import OperatorLineage
+from airflow.providers.openlineage.plugins.macros import lineage_parent_id, lineage_root_parent_id
 from openlineage.client.event_v2 import InputDataset
 from openlineage.client.generated.data_quality_assertions_dataset import (
     Assertion,
     DataQualityAssertionsDatasetFacet,
 )
 
-from include.lineage.events import dataset_name, job_datasets
+from include.lineage.events import PARENT_VARIABLE, ROOT_PARENT_VARIABLE, dataset_name, job_datasets
 from include.records.quality_results import RESULTS_TABLE
 from include.registry import load_registry
 from include.settings import Settings
 from include.storage import delta as delta_store
+
+log = logging.getLogger(__name__)
 
 
 def jobs_lineage(settings: Settings, job_ids: list[str]) -> OperatorLineage:
@@ -49,3 +54,15 @@ def quality_lineage(settings: Settings, tables: list[str]) -> OperatorLineage:
         inputs.append(InputDataset(*dataset_name(settings, table), inputFacets={
             "dataQualityAssertions": DataQualityAssertionsDatasetFacet(assertions=assertions)} if assertions else {}))
     return OperatorLineage(inputs=inputs)
+
+
+def parent_environment(task_instance) -> dict[str, str]:
+    """The task as the parent of the runs its driver sends (include/lineage/events.py `parent_facet`): the ids Airflow's
+    OpenLineage provider gives the task's and the DAG run's own events; empty when they cannot be made (lineage
+    never fails a task)."""
+    try:
+        return {PARENT_VARIABLE: lineage_parent_id(task_instance),
+                ROOT_PARENT_VARIABLE: lineage_root_parent_id(task_instance)}
+    except Exception as exc:  # noqa: BLE001 - the provider's own failure, whatever it is, only costs the facet
+        log.warning("no OpenLineage parent for the driver's runs: %s", exc)
+        return {}

@@ -62,6 +62,12 @@ class ReportsJobLineage:
     def lineage_jobs(self) -> list[str]:
         raise NotImplementedError
 
+    def name_lineage_parent(self, task_instance) -> None:
+        """The driver's runs name this task as their parent (an OpenLineage `parent` facet)."""
+        from include.airflow.lineage import parent_environment
+
+        self.env_vars = {**(self.env_vars or {}), **parent_environment(task_instance)}
+
     def get_openlineage_facets_on_complete(self, task_instance):
         from include.airflow.lineage import jobs_lineage
 
@@ -109,6 +115,7 @@ class SharedDriverOperator(ReportsJobLineage, SparkSubmitOperator):
         if not self.running:
             return {}
         self.application_args = [*self.running, "--outcomes", str(directory)]
+        self.name_lineage_parent(context["ti"])
         try:
             super().execute(context)
         except AirflowException as exc:  # the jobs it did not finish run in their own tasks, which report them
@@ -165,6 +172,7 @@ class LakehouseSparkSubmitOperator(ReportsJobLineage, SparkSubmitOperator):
         if lease.is_held(self.lakehouse_settings, self.job_id):
             raise AirflowSkipException(self._running_elsewhere())
         started = datetime.now(UTC)
+        self.name_lineage_parent(ti)
         try:
             return super().execute(context)
         except AirflowException:

@@ -24,7 +24,7 @@ from include.cdc import capture, chain, connect, shop
 from include.cdc.shop import HARD_CASES_EVENTS
 from include.cli.command import command
 from include.cli.generate import generate_into
-from include.generator import GeneratorConfig
+from include.generator import GeneratorConfig, generated_sources
 from include.kafka import broker
 from include.kafka.connection import bootstrap_servers
 from include.objectstore import server
@@ -127,9 +127,7 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
     from include.summary import summarize
 
     stop = install_stop_handler()
-    sources = {j.source.name: j.source for j in registry.jobs.values()
-               if j.source.kind in ("landing", "kafka") and j.source.cdc is None}
-    for _, source in sorted(sources.items()):
+    for _, source in sorted(generated_sources(registry).items()):
         generate_into(settings, source, GeneratorConfig(events=args.events, seed=args.seed, files=args.files))
     if registry.cdc_sources():
         generate_shop(settings, registry, max(args.events // SHOP_SHARE, HARD_CASES_EVENTS), args.seed)

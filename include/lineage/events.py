@@ -9,6 +9,8 @@ OpenLineage's naming spec says. Each dataset carries its schema; each written ta
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -20,6 +22,9 @@ from openlineage.client.generated.column_lineage_dataset import (
 )
 from openlineage.client.generated.error_message_run import ErrorMessageRunFacet
 from openlineage.client.generated.job_type_job import JobTypeJobFacet
+from openlineage.client.generated.parent_run import Job as ParentJob
+from openlineage.client.generated.parent_run import ParentRunFacet, Root, RootJob, RootRun
+from openlineage.client.generated.parent_run import Run as ParentRun
 from openlineage.client.generated.schema_dataset import SchemaDatasetFacet, SchemaDatasetFacetFields
 
 from include.catalog_client.tables import catalog_name
@@ -28,6 +33,7 @@ from include.registry import Registry
 from include.settings import Settings
 
 JOB_NAMESPACE = "lakehouse"
+PARENT_VARIABLE, ROOT_PARENT_VARIABLE = "OPENLINEAGE_PARENT_ID", "OPENLINEAGE_ROOT_PARENT_ID"  # OpenLineage's names
 PRODUCER = "https://github.com/lakehouse-pipeline/lakehouse/blob/main/include/lineage/events.py"
 # transformation kind of a column -> OpenLineage's (type, subtype)
 TRANSFORMATIONS = {"identity": ("DIRECT", "IDENTITY"), "window": ("DIRECT", "TRANSFORMATION"),
@@ -88,8 +94,29 @@ def run_event(settings: Settings, registry: Registry, job_id: str, state: str, r
     inputs, outputs = job_datasets(settings, registry, job_id)
     run_facets = {"errorMessage": ErrorMessageRunFacet(message=error[:4000], programmingLanguage="PYTHON")} \
         if error else {}
+    parent = parent_facet(os.environ)
+    if parent is not None:
+        run_facets["parent"] = parent
     job_facets = {"jobType": JobTypeJobFacet(processingType="STREAMING" if live else "BATCH",
                                              integration="LAKEHOUSE", jobType="JOB")}
     return RunEvent(eventTime=datetime.now(UTC).isoformat(), producer=PRODUCER, eventType=RunState(state),
                     run=Run(runId=run_id, facets=run_facets), job=Job(JOB_NAMESPACE, job_id, facets=job_facets),
                     inputs=inputs, outputs=outputs)
+
+
+def _run_address(text: str | None) -> tuple[str, str, str] | None:
+    """`namespace/job name/run id` (OpenLineage's convention for a parent) split, or None."""
+    parts = (text or "").split("/")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
+
+
+def parent_facet(environment: Mapping[str, str]) -> ParentRunFacet | None:
+    """The run that started this driver, as the Airflow task that submitted it says (OPENLINEAGE_PARENT_ID and
+    OPENLINEAGE_ROOT_PARENT_ID, `namespace/job/run id`, the provider's `lineage_parent_id` and
+    `lineage_root_parent_id`: include/airflow/operators.py); None when not started by one."""
+    parent = _run_address(environment.get(PARENT_VARIABLE))
+    if parent is None:
+        return None
+    root = _run_address(environment.get(ROOT_PARENT_VARIABLE)) or parent
+    return ParentRunFacet(run=ParentRun(runId=parent[2]), job=ParentJob(namespace=parent[0], name=parent[1]),
+                          root=Root(run=RootRun(runId=root[2]), job=RootJob(namespace=root[0], name=root[1])))

@@ -26,6 +26,7 @@ from include.ops.health import check_job
 from include.ops.health_report import progress_by_job
 from include.ops.metric_sources import kafka_lags, table_contents
 from include.quality.suites import quality_tables
+from include.records import batch_ledger
 from include.records.quality_results import RESULTS_TABLE
 from include.registry import Registry, load_registry
 from include.settings import Settings
@@ -61,6 +62,9 @@ METRICS: tuple[MetricInfo, ...] = (
                "retention deleting old rows reads as a counter reset)"),
     MetricInfo("lakehouse_job_input_rows_total", "counter", ("job",),
                "rows the job's recorded batches read (as the batches: a reset when retention deletes old rows)"),
+    MetricInfo("lakehouse_job_output_rows_total", "counter", ("job", "table"),
+               "rows the job's committed batches wrote into each table it writes (`_ops/batch_ledger`; a "
+               "replayed batch once; the ledger's retention deleting old rows reads as a counter reset)"),
     MetricInfo("lakehouse_job_last_batch_timestamp_seconds", "gauge", ("job",),
                "when the job's last recorded batch ended (epoch seconds): `time() - this` is the seconds since it"),
     MetricInfo("lakehouse_job_last_batch_duration_seconds", "gauge", ("job",), "the last recorded batch's duration"),
@@ -144,6 +148,9 @@ def _job_samples(settings: Settings, registry: Registry, families: dict[str, Met
         if batches:
             _last_batch(job_id, batches[-1], families)
             _durations(job_id, batches, families)
+    for (job_id, table), rows in sorted(batch_ledger.rows_written(settings).items()):
+        if job_id in registry.jobs:  # a job since removed from the registry: its label is gone
+            families["lakehouse_job_output_rows_total"].add_metric([job_id, table], float(rows))
     for lag in kafka_lags(settings, registry):
         families["lakehouse_kafka_lag_messages"].add_metric([lag.job, lag.topic, str(lag.partition)],
                                                             float(lag.messages))

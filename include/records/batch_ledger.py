@@ -28,16 +28,38 @@ LEDGER_SCHEMA: dict[str, str] = {
     "version": "long",  # the table's Delta version after the batch committed
     "airflow_run_id": "string",  # AIRFLOW_CTX_DAG_RUN_ID of the task that ran the job, if any
     "recorded_at": "timestamp",
+    "rows_written": "long",  # rows the batch added to the table (0 for a replay; added later: null in older rows)
 }
 
 
-def record(settings: Settings, job_id: str, app_id: str, batch_id: int, versions: Mapping[str, int]) -> None:
-    """Record `versions` ({table: its Delta version holding the batch}) as the state after `batch_id`."""
+def record(settings: Settings, job_id: str, app_id: str, batch_id: int, versions: Mapping[str, int],
+           written: Mapping[str, int]) -> None:
+    """Record `versions` ({table: its Delta version holding the batch}) as the state after `batch_id`, and the rows
+    it wrote into each (`written`: {table: rows}, a table missing from it none)."""
     now = datetime.now(UTC)
     run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID", "")
     rows = [{"job": job_id, "app_id": app_id, "batch_id": batch_id, "table": table, "version": version,
-             "airflow_run_id": run_id, "recorded_at": now} for table, version in versions.items()]
+             "airflow_run_id": run_id, "recorded_at": now, "rows_written": written.get(table, 0)}
+            for table, version in versions.items()]
     ops_tables.append(settings, LEDGER_TABLE, LEDGER_SCHEMA, rows)
+
+
+def rows_written(settings: Settings) -> dict[tuple[str, str], int]:
+    """{(job, table): rows} its recorded batches wrote (a batch recorded again after a replay counts once)."""
+    path = settings.layout.ops_table(LEDGER_TABLE)
+    if not delta_store.table_exists(path):
+        return {}
+    table = delta_store.read_table(path)
+    if "rows_written" not in table.column_names:  # a ledger from before the column, not appended to since
+        return {}
+    totals: dict[tuple[str, str], int] = {}
+    seen = set()
+    columns = (table[c].to_pylist() for c in ("job", "app_id", "batch_id", "table", "rows_written"))
+    for job, app_id, batch_id, name, rows in zip(*columns, strict=True):
+        if (job, app_id, batch_id, name) not in seen:
+            seen.add((job, app_id, batch_id, name))
+            totals[(job, name)] = totals.get((job, name), 0) + (rows or 0)
+    return totals
 
 
 def recorded(settings: Settings, job_id: str, app_id: str, batch_id: int) -> bool:

@@ -32,6 +32,8 @@ COLUMN_TYPES: dict[str, ColumnType] = {
         ColumnType("boolean", "BooleanType", "bool", "boolean"),
         ColumnType("timestamp", "TimestampType", "timestamp[us]", "timestamp", utc=True),
         ColumnType("date", "DateType", "date32", "date"),
+        # a JSON value kept whole as its text (an object or an array too: a string column refuses those)
+        ColumnType("json", "StringType", "string", "string"),
     )
 }
 MAX_DECIMAL_PRECISION = 38  # Spark's and Delta's

@@ -103,7 +103,9 @@ KEY_TEXT: dict[str, dict[str, str]] = {
         "format": "the format of a line (a message's value): `json`, the only one supported",
         "schema": "the columns of a line, `column: type` (or `column: {type: T, renamed_from: former_name}` for a field "
                   "the producer renamed: the tables rename it in place, and lines that still carry the former name are "
-                  "read into it); a field it does not name goes to `_rescued`; a field removed is dropped in place",
+                  "read into it); a field it does not name goes to `_rescued`; a field removed is dropped in place; a "
+                  "`json` column keeps a field's value whole as its JSON text (an object or array too, which a "
+                  "`string` column sends to the quarantine as `wrong_type`)",
         "required": "columns without which a line goes to the quarantine (`missing_<column>`)",
         "event_time": "the timestamp column that is the source's event time",
     },

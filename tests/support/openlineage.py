@@ -14,6 +14,9 @@ from openlineage.client.generated.column_lineage_dataset import (
     InputField,
     Transformation,
 )
+from openlineage.client.generated.parent_run import Job as ParentJob
+from openlineage.client.generated.parent_run import ParentRunFacet, Root, RootJob, RootRun
+from openlineage.client.generated.parent_run import Run as ParentRun
 from openlineage.client.generated.schema_dataset import SchemaDatasetFacet, SchemaDatasetFacetFields
 
 
@@ -30,11 +33,20 @@ def _facets(raw: dict) -> dict:
     return facets
 
 
+def _run_facets(raw: dict) -> dict:
+    if "parent" not in raw:
+        return {}
+    parent, root = raw["parent"], raw["parent"]["root"]
+    return {"parent": ParentRunFacet(
+        run=ParentRun(runId=parent["run"]["runId"]), job=ParentJob(parent["job"]["namespace"], parent["job"]["name"]),
+        root=Root(run=RootRun(runId=root["run"]["runId"]), job=RootJob(root["job"]["namespace"], root["job"]["name"])))}
+
+
 def parse(text: str) -> RunEvent:
     """One event's JSON as the client's RunEvent (ValueError / TypeError when it is not one)."""
     raw = json.loads(text)
     return RunEvent(eventTime=raw["eventTime"], producer=raw["producer"], eventType=RunState(raw["eventType"]),
-                    run=Run(runId=raw["run"]["runId"]), job=Job(raw["job"]["namespace"], raw["job"]["name"]),
+                    run=Run(runId=raw["run"]["runId"], facets=_run_facets(raw["run"].get("facets", {}))), job=Job(raw["job"]["namespace"], raw["job"]["name"]),
                     inputs=[InputDataset(d["namespace"], d["name"], facets=_facets(d.get("facets", {})))
                             for d in raw.get("inputs", [])],
                     outputs=[OutputDataset(d["namespace"], d["name"], facets=_facets(d.get("facets", {})))
