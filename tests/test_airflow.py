@@ -125,6 +125,37 @@ def test_backfill_graph_follows_the_registry(registry, lakehouse_root):
     assert quality.get_task("gold_summary_by_name").pool == "lakehouse_spark"
 
 
+@pytest.mark.airflow
+def test_the_demo_deactivates_its_tables_assets_active_at_another_root(settings, airflow_db):
+    """A demo at a new root after one at another (the same Airflow home): Airflow activates an asset only when no
+    active one has its name, so the earlier root's would leave this one's inactive and every job task failing (`airflow
+    dags test` runs no scheduler to retire them); `forget_other_roots` retires those of the tables it names, only."""
+    from dataclasses import replace
+
+    from airflow.models.asset import AssetActive, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, select
+
+    from include.airflow.assets import table_asset
+    from include.airflow.run_follower import forget_other_roots
+
+    elsewhere = replace(settings, root=settings.root.parent / "earlier")
+    kept = [("bronze/clickstream", table_asset(settings, "bronze/clickstream").uri),
+            ("gold/alerts", table_asset(elsewhere, "gold/alerts").uri), ("reports", "file:///elsewhere/reports")]
+    stale = ("silver/clickstream", table_asset(elsewhere, "silver/clickstream").uri)
+    with create_session() as session:
+        session.execute(delete(AssetActive))
+        for name, uri in [*kept, stale]:  # an active asset is one of the assets Airflow knows
+            if session.scalar(select(AssetModel.id).where(AssetModel.name == name, AssetModel.uri == uri)) is None:
+                session.add(AssetModel(name=name, uri=uri, group="delta"))
+        session.flush()
+        session.add_all([AssetActive(name=n, uri=u) for n, u in [*kept, stale]])
+    assert forget_other_roots(settings, ["bronze/clickstream", "silver/clickstream"]) == 1
+    with create_session() as session:
+        assert sorted(session.execute(select(AssetActive.name, AssetActive.uri)).all()) == sorted(kept)
+        session.execute(delete(AssetActive))
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_manual_run_of_a_subset_runs_only_those_jobs(settings, registry, fresh_assets):

@@ -1,5 +1,5 @@
-"""Following a DAG run from outside Airflow (`lakehouse demo`): one line per task as it starts, finishes,
-fails or is skipped, read from Airflow's metadata database while the run goes on.
+"""Following a DAG run from outside Airflow (`lakehouse demo`): one line per task as it starts, finishes, fails or is
+skipped, read from Airflow's metadata database while the run goes on; and the run's assets made active first.
 
 Import only in a process whose environment is Airflow's (include.airflow.environment): the ORM reads its
 configuration when first imported.
@@ -12,6 +12,8 @@ import subprocess
 import time
 import urllib.request
 from typing import TextIO
+
+from include.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -101,3 +103,20 @@ def _describe(task_id: str, state: str | None, try_number: int, seconds: float |
         "skipped": f"  skipped  {task_id}",
         "upstream_failed": f"  not run  {task_id}: an upstream task failed",
     }.get(state or "")
+
+
+def forget_other_roots(settings: Settings, tables: list[str]) -> int:
+    """Deactivate the Assets of `tables` active at another root (an earlier demo's, a moved lakehouse's) in Airflow's
+    metadata DB, as a running scheduler does for assets no DAG names any more: Airflow activates an asset only when no
+    active one has its name, and a task whose outlets are inactive fails. `airflow dags test` runs no scheduler.
+    Returns how many it deactivated."""
+    from airflow.models.asset import AssetActive
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, or_
+
+    from include.airflow.assets import table_asset
+
+    ours = [table_asset(settings, t) for t in tables]
+    stale = or_(*((AssetActive.name == a.name) & (AssetActive.uri != a.uri) for a in ours))
+    with create_session() as session:
+        return session.execute(delete(AssetActive).where(stale)).rowcount if ours else 0

@@ -148,7 +148,7 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
         build(settings, registry)  # through Airflow, the DAG's health_report task builds it
         failed_step = None
     else:
-        failed_step = demo_through_airflow(settings)
+        failed_step = demo_through_airflow(settings, registry)
         log_file = settings.layout.demo_log
         if failed_step:
             tail = "".join(log_file.read_text().splitlines(keepends=True)[-40:])
@@ -160,7 +160,7 @@ def run_demo(settings: Settings, registry: Registry, args: argparse.Namespace) -
     return 1 if failed_step else 0
 
 
-def demo_through_airflow(settings: Settings) -> list[str] | None:
+def demo_through_airflow(settings: Settings, registry: Registry) -> list[str] | None:
     """`airflow db migrate` and the Spark pool, then `airflow dags test lakehouse_backfill`, writing a line per
     task as the run goes; returns the failed step, or None."""
     log_file = settings.layout.demo_log
@@ -169,6 +169,7 @@ def demo_through_airflow(settings: Settings) -> list[str] | None:
         if run_airflow(settings, step, log_file) != 0:
             return step
     os.environ.update(airflow_environment(settings))  # this process reads the run's progress from Airflow's DB
+    run_follower.forget_other_roots(settings, registry.tables_written())  # an earlier demo's at another root leave ours inactive
 
     started = time.monotonic()
     before = run_follower.latest_run_id("lakehouse_backfill")
