@@ -20,6 +20,7 @@ from include.catalog_client.tables import NamedTable, catalog_name, ops_tables, 
 from include.checkpoints.plan import OutputEdits
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
+from include.lineage.emitter import ensure_lineage_topic
 from include.registry import QUARANTINE_SCHEMA, JobSpec, Registry
 from include.registry.cdc import ApplyChanges
 from include.registry.columns import delta_widens, type_name
@@ -217,8 +218,9 @@ def ensure_job_tables(spark: SparkSession, settings: Settings, registry: Registr
         if source.kind == "landing":  # nothing landed yet is an empty stream, not an error
             settings.layout.landing(source.path).mkdir(parents=True, exist_ok=True)
         elif source.kind == "kafka":  # a broker that is down, or a topic missing: one line, before Spark's trace
-
-            require_topics(bootstrap_servers(settings, source.kafka.connection), source.kafka.topics)
+            bootstrap = bootstrap_servers(settings, source.kafka.connection)
+            ensure_lineage_topic(settings, bootstrap, source.kafka.topics)
+            require_topics(bootstrap, source.kafka.topics)
         elif not is_delta_table(settings.layout.table(source.name)):
             writer = registry.writer_of(source.name)
             sink = writer.sink if writer and writer.sink.table == source.name else None

@@ -193,6 +193,27 @@ def test_the_registrys_lineage_job_reads_the_default_topic_into_ops_lineage(regi
         ("job", "run", "inputs", "outputs"), "json")
 
 
+def test_a_job_reading_the_lineage_topic_before_any_event_finds_it_made(settings, kafka_broker):
+    """The drivers' events' topic is the product's own: a job reading it (ops_lineage's start, its checkpoint actions)
+    makes it when missing, as a driver does before its first event (LAKEHOUSE_LINEAGE off, or a new broker); any other
+    missing topic is still the registry's mistake."""
+    from include.kafka.broker import BrokerError
+    from include.kafka.offsets import require_topics
+    from include.lineage.emitter import ensure_lineage_topic
+
+    topic, other = f"lineage-{uuid.uuid4().hex[:8]}", f"other-{uuid.uuid4().hex[:8]}"
+    own = replace(settings, lineage="off", lineage_topic=topic)
+    try:
+        ensure_lineage_topic(own, kafka_broker, (topic,))
+        [partition] = require_topics(kafka_broker, (topic,))[topic]
+        assert partition.latest == partition.earliest  # empty
+        ensure_lineage_topic(own, kafka_broker, (other,))
+        with pytest.raises(BrokerError, match=f"topic\\(s\\) {other} do not exist"):
+            require_topics(kafka_broker, (other,))
+    finally:
+        delete_topics(kafka_broker, [topic])
+
+
 @pytest.mark.airflow
 def test_the_operators_tell_airflows_openlineage_provider_what_their_task_read_and_wrote(settings, registry,
                                                                                          lakehouse_root):

@@ -40,6 +40,7 @@ from include.kafka.broker import BrokerError
 from include.kafka.connection import bootstrap_servers
 from include.kafka.offsets import require_topics
 from include.kafka.offsets import starting_options as kafka_starting_options
+from include.lineage.emitter import ensure_lineage_topic
 from include.records import batch_ledger
 from include.registry import JobSpec, Registry
 from include.settings import Settings
@@ -116,7 +117,9 @@ def kafka_position(ctx: ActionContext, job: JobSpec, kind: str, value: Any) -> d
                             "--from-timestamp or --from-latest")
     for source in job.sources:
         try:
-            require_topics(bootstrap_servers(ctx.settings, source.kafka.connection), source.kafka.topics)
+            bootstrap = bootstrap_servers(ctx.settings, source.kafka.connection)
+            ensure_lineage_topic(ctx.settings, bootstrap, source.kafka.topics)
+            require_topics(bootstrap, source.kafka.topics)
         except BrokerError as exc:
             raise ActionRefused(f"job {job.id!r}: {exc}") from None
     return kafka_starting_options(value if kind == "timestamp" else kind)

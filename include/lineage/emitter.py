@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 5.0
 BROKER_TIMEOUT_SECONDS = 2.0
 HTTP_TIMEOUT_SECONDS = 5.0
+LINEAGE_PARTITIONS = 1  # one partition: the events in the order the drivers sent them
 
 
 def events_file(settings: Settings) -> Path:
@@ -30,12 +31,20 @@ def events_file(settings: Settings) -> Path:
     return settings.local / "_lineage" / f"openlineage-{os.getpid()}.jsonl"
 
 
+def ensure_lineage_topic(settings: Settings, bootstrap: str, topics: tuple[str, ...]) -> None:
+    """The drivers' events' topic, when `topics` name it, made on `bootstrap` if missing, as a driver makes it before its
+    first event: the product's own topic, so a job reading it before any event was sent (LAKEHOUSE_LINEAGE other than
+    `kafka`, a new broker) reads it empty instead of being refused for a missing topic."""
+    if settings.lineage_topic in topics:
+        ensure_topic(bootstrap, settings.lineage_topic, partitions=LINEAGE_PARTITIONS)
+
+
 def _kafka(settings: Settings):
     from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
     bootstrap = settings.kafka_bootstrap
     try:
-        ensure_topic(bootstrap, settings.lineage_topic, partitions=1, timeout=BROKER_TIMEOUT_SECONDS)
+        ensure_topic(bootstrap, settings.lineage_topic, partitions=LINEAGE_PARTITIONS, timeout=BROKER_TIMEOUT_SECONDS)
     except BrokerError as exc:
         log.warning("OpenLineage events are not sent: no broker answers at %s (%s); LAKEHOUSE_LINEAGE says where "
                     "they go", bootstrap, exc)
